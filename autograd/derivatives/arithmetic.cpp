@@ -1,0 +1,49 @@
+// Derivatives of core/kernels/arithmetic.cpp: add, sub, mul, div (+ scalar and reflected forms).
+// Broadcast gradients are summed back to each input's shape by the engine.
+#include "qflow/autograd/derivatives.h"
+#include "qflow/core/ops.h"
+
+namespace qflow::autograd {
+namespace {
+
+TensorList add_backward(const BackwardContext& ctx, const TensorList& g) {
+  return {g[0], ctx.needs_grad(1) ? mul(g[0], ctx.arg(2).scalar()) : Tensor()};
+}
+TensorList sub_backward(const BackwardContext& ctx, const TensorList& g) {
+  return {g[0], ctx.needs_grad(1) ? mul(g[0], Scalar(-ctx.arg(2).scalar().to_double())) : Tensor()};
+}
+TensorList mul_backward(const BackwardContext& ctx, const TensorList& g) {
+  return {ctx.needs_grad(0) ? mul(g[0], ctx.input(1)) : Tensor(), ctx.needs_grad(1) ? mul(g[0], ctx.input(0)) : Tensor()};
+}
+// d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+TensorList div_backward(const BackwardContext& ctx, const TensorList& g) {
+  const Tensor& b = ctx.input(1);
+  Tensor ga = ctx.needs_grad(0) ? div(g[0], b) : Tensor();
+  Tensor gb = ctx.needs_grad(1) ? mul(div(div(g[0], b), b), ctx.input(0)).neg() : Tensor();
+  return {ga, gb};
+}
+TensorList identity_backward(const BackwardContext&, const TensorList& g) { return {g[0]}; }
+TensorList negate_backward(const BackwardContext&, const TensorList& g) { return {mul(g[0], Scalar(-1))}; }
+TensorList mul_scalar_backward(const BackwardContext& ctx, const TensorList& g) { return {mul(g[0], ctx.arg(1).scalar())}; }
+TensorList div_scalar_backward(const BackwardContext& ctx, const TensorList& g) { return {div(g[0], ctx.arg(1).scalar())}; }
+// d(s/x)/dx = -s/x^2 = -out/x
+TensorList rdiv_backward(const BackwardContext& ctx, const TensorList& g) {
+  return {mul(g[0], div(ctx.output(0), ctx.input(0))).neg()};
+}
+
+}  // namespace
+
+QFLOW_REGISTER_DERIVATIVES(arithmetic) {
+  registry.def("add", {.node_name = "AddBackward", .backward = add_backward});
+  registry.def("sub", {.node_name = "SubBackward", .backward = sub_backward});
+  registry.def("mul", {.node_name = "MulBackward", .save_inputs = kSaveAll, .backward = mul_backward});
+  registry.def("div", {.node_name = "DivBackward", .save_inputs = kSaveAll, .backward = div_backward});
+  registry.def("add.Scalar", {.node_name = "AddBackward", .backward = identity_backward});
+  registry.def("sub.Scalar", {.node_name = "SubBackward", .backward = identity_backward});
+  registry.def("mul.Scalar", {.node_name = "MulBackward", .backward = mul_scalar_backward});
+  registry.def("div.Scalar", {.node_name = "DivBackward", .backward = div_scalar_backward});
+  registry.def("rsub", {.node_name = "RsubBackward", .backward = negate_backward});
+  registry.def("rdiv", {.node_name = "RdivBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = rdiv_backward});
+}
+
+}  // namespace qflow::autograd

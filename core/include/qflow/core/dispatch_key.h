@@ -1,0 +1,33 @@
+#pragma once
+// Dispatch keys: one bit per registered dispatch layer. See Note [Dispatch layers].
+#include <bit>
+#include <cstdint>
+
+namespace qflow {
+
+/// A layer's slot. Higher values run earlier (closer to the user's call).
+using DispatchKey = uint8_t;
+inline constexpr int kMaxDispatchKeys = 32;
+
+class DispatchKeySet {
+ public:
+  constexpr DispatchKeySet() = default;
+  constexpr explicit DispatchKeySet(uint32_t bits) : bits_(bits) {}
+  static constexpr DispatchKeySet of(DispatchKey k) { return DispatchKeySet(1u << k); }
+
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr bool has(DispatchKey k) const { return (bits_ >> k) & 1u; }
+  constexpr DispatchKeySet add(DispatchKey k) const { return DispatchKeySet(bits_ | (1u << k)); }
+  constexpr DispatchKeySet remove(DispatchKey k) const { return DispatchKeySet(bits_ & ~(1u << k)); }
+  constexpr DispatchKeySet operator|(DispatchKeySet o) const { return DispatchKeySet(bits_ | o.bits_); }
+  constexpr DispatchKeySet operator&(DispatchKeySet o) const { return DispatchKeySet(bits_ & o.bits_); }
+  constexpr DispatchKeySet operator~() const { return DispatchKeySet(~bits_); }
+  /// The key of the layer that runs first.
+  constexpr DispatchKey highest() const { return static_cast<DispatchKey>(31 - std::countl_zero(bits_)); }
+  constexpr uint32_t raw() const { return bits_; }
+
+ private:
+  uint32_t bits_ = 0;
+};
+
+}  // namespace qflow

@@ -1,0 +1,117 @@
+#pragma once
+// The functional API of core ops. Each function is a thin typed call into the op registry
+// (see Note [Op registration]); the registered name is given where it differs.
+#include <optional>
+#include <tuple>
+
+#include "qflow/core/tensor.h"
+
+namespace qflow {
+
+// ---- element-wise binary (broadcasting, PyTorch type promotion) ------------------------
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a + alpha * b
+Tensor add(const Tensor& a, const Scalar& b);                            // "add.Scalar"
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor rsub(const Tensor& a, const Scalar& b);                           // b - a
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Tensor& b);                            // true division
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor rdiv(const Tensor& a, const Scalar& b);                           // b / a
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor pow(const Tensor& a, const Scalar& exponent);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
+Tensor& add_(Tensor& self, const Scalar& other);
+Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
+Tensor& sub_(Tensor& self, const Scalar& other);
+Tensor& mul_(Tensor& self, const Tensor& other);
+Tensor& mul_(Tensor& self, const Scalar& other);
+Tensor& div_(Tensor& self, const Tensor& other);
+Tensor& div_(Tensor& self, const Scalar& other);
+
+// ---- comparisons → bool -----------------------------------------------------------------
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+/// cond ? a : b, broadcasting all three.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- element-wise unary -------------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor& relu_(Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sign(const Tensor& x);
+/// Round half to even (like PyTorch and NumPy).
+Tensor round(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+
+// ---- reductions (dims empty = all) ----------------------------------------------------------
+Tensor sum(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const IntList& dims = {}, bool unbiased = true, bool keepdim = false);
+Tensor std(const Tensor& x, const IntList& dims = {}, bool unbiased = true, bool keepdim = false);
+Tensor max(const Tensor& x);  // "max.all"
+Tensor min(const Tensor& x);  // "min.all"
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor amax(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
+/// Sums `x` down to `sizes` (the inverse of broadcasting; used by gradients).
+Tensor sum_to(const Tensor& x, const IntList& sizes);
+
+// ---- shape and views -------------------------------------------------------------------------
+Tensor view(const Tensor& x, const SymIntList& sizes);
+Tensor reshape(const Tensor& x, const SymIntList& sizes);
+Tensor permute(const Tensor& x, const IntList& dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor t(const Tensor& x);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);  // "squeeze.dim"
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor expand(const Tensor& x, const SymIntList& sizes);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to_dtype(const Tensor& x, DType dtype);  // "to"
+Tensor cat(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor& copy_(Tensor& self, const Tensor& src);
+Tensor& fill_(Tensor& self, const Scalar& value);
+Tensor& zero_(Tensor& self);
+
+// ---- linear algebra (OpenBLAS) -------------------------------------------------------------
+Tensor mm(const Tensor& a, const Tensor& b);     // (n,k) @ (k,m)
+Tensor bmm(const Tensor& a, const Tensor& b);    // (B,n,k) @ (B,k,m)
+Tensor matmul(const Tensor& a, const Tensor& b); // NumPy matmul semantics incl. batch broadcast
+/// beta * self + alpha * (a @ b); self broadcasts to (n,m).
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
+
+}  // namespace qflow

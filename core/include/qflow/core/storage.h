@@ -1,0 +1,43 @@
+#pragma once
+// Storage: a 64-byte aligned byte buffer shared by a tensor and all its views.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace qflow {
+
+/// Alignment of every buffer qflow allocates (one cache line; enough for AVX-512 loads).
+inline constexpr size_t kStorageAlignment = 64;
+
+class Storage {
+ public:
+  using Deleter = std::function<void(void*)>;
+
+  /// Allocates `nbytes` (zero allowed) aligned to kStorageAlignment. Contents are undefined.
+  static std::shared_ptr<Storage> allocate(size_t nbytes);
+  /// Wraps memory owned elsewhere; `deleter` (may be empty) runs when the storage dies.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Deleter deleter);
+
+  Storage(void* data, size_t nbytes, Deleter deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+  /// Version counter shared by all views of this storage: bumped by every in-place write,
+  /// checked by autograd when it unpacks a saved tensor. See Note [Version counter].
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Deleter deleter_;
+  std::atomic<uint64_t> version_{0};
+};
+
+}  // namespace qflow

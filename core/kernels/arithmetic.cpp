@@ -1,0 +1,181 @@
+// Broadcasting arithmetic: add, sub, mul, div (tensor and scalar forms, in-place variants).
+#include "kernel_utils.h"
+#include "loops.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/factory.h"
+#include "qflow/core/ops.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+enum class Arith { Add, Sub, Mul, Div };
+
+constexpr const char* arith_name(Arith k) {
+  switch (k) {
+    case Arith::Add: return "add";
+    case Arith::Sub: return "sub";
+    case Arith::Mul: return "mul";
+    default: return "div";
+  }
+}
+
+// Division is true division: integer inputs give float32, like PyTorch.
+DType arith_dtype(Arith k, DType common) {
+  return (k == Arith::Div && !is_floating(common)) ? DType::Float32 : common;
+}
+
+// out = a (op) alpha * b, computed in out's dtype.
+template <Arith K>
+void arith_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  const Tensor x = cast(a, out.dtype());
+  const Tensor y = cast(b, out.dtype());
+  const auto xs = broadcast_strides(x, out.sizes());
+  const auto ys = broadcast_strides(y, out.sizes());
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      QFLOW_CHECK(K == Arith::Mul || K == Arith::Add, "{}: not supported for bool tensors", arith_name(K));
+      binary_loop<bool, bool, bool>(out, x, xs, y, ys, [](bool p, bool q) { return K == Arith::Add ? (p || q) : (p && q); });
+    } else {
+      const T al = alpha.to<T>();
+      if constexpr (K == Arith::Add) {
+        if (al == T(1)) binary_loop<T, T, T>(out, x, xs, y, ys, [](T p, T q) { return T(p + q); });
+        else binary_loop<T, T, T>(out, x, xs, y, ys, [al](T p, T q) { return T(p + al * q); });
+      } else if constexpr (K == Arith::Sub) {
+        if (al == T(1)) binary_loop<T, T, T>(out, x, xs, y, ys, [](T p, T q) { return T(p - q); });
+        else binary_loop<T, T, T>(out, x, xs, y, ys, [al](T p, T q) { return T(p - al * q); });
+      } else if constexpr (K == Arith::Mul) {
+        binary_loop<T, T, T>(out, x, xs, y, ys, [](T p, T q) { return T(p * q); });
+      } else {
+        binary_loop<T, T, T>(out, x, xs, y, ys, [](T p, T q) { return T(p / q); });
+      }
+    }
+  });
+}
+
+template <Arith K>
+std::vector<TensorMeta> arith_meta(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& y = a[1].tensor();
+  return one(broadcast_shapes(x.sizes(), y.sizes(), arith_name(K)), arith_dtype(K, promote_types(x.dtype(), y.dtype())));
+}
+
+template <Arith K>
+std::vector<TensorMeta> arith_scalar_meta(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  return one(x.sizes(), arith_dtype(K, result_type(x.dtype(), a[1].scalar())));
+}
+
+Scalar alpha_of(const Stack& a) { return a.size() > 2 ? a[2].scalar() : Scalar(1); }
+
+template <Arith K>
+Stack arith_kernel(Stack& a) {
+  const TensorMeta m = arith_meta<K>(a)[0];
+  Tensor o = new_tensor(m.sizes, m.dtype);
+  arith_into<K>(o, a[0].tensor(), a[1].tensor(), alpha_of(a));
+  return out(o);
+}
+
+template <Arith K>
+Stack arith_scalar_kernel(Stack& a) {
+  const TensorMeta m = arith_scalar_meta<K>(a)[0];
+  Tensor o = new_tensor(m.sizes, m.dtype);
+  arith_into<K>(o, a[0].tensor(), scalar_tensor(a[1].scalar(), m.dtype), Scalar(1));
+  return out(o);
+}
+
+// In-place: the result must keep self's shape and dtype (PyTorch refuses float into int).
+void check_inplace(Arith k, const Tensor& self, const std::vector<int64_t>& shape, DType result) {
+  QFLOW_CHECK(shape == self.sizes(), "{}_: result of shape {} cannot be written into self of shape {}", arith_name(k),
+              shape, self.sizes());
+  QFLOW_CHECK(result == self.dtype() || promote_types(result, self.dtype()) == self.dtype(),
+              "{}_: result dtype {} cannot be cast to self's dtype {}", arith_name(k), result, self.dtype());
+}
+
+template <Arith K>
+Stack arith_inplace_kernel(Stack& a) {
+  Tensor& self = a[0].tensor();
+  const TensorMeta m = arith_meta<K>(a)[0];
+  check_inplace(K, self, m.sizes, m.dtype);
+  arith_into<K>(self, self, a[1].tensor(), alpha_of(a));
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+template <Arith K>
+Stack arith_scalar_inplace_kernel(Stack& a) {
+  Tensor& self = a[0].tensor();
+  const TensorMeta m = arith_scalar_meta<K>(a)[0];
+  check_inplace(K, self, m.sizes, m.dtype);
+  arith_into<K>(self, self, scalar_tensor(a[1].scalar(), self.dtype()), Scalar(1));
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+std::vector<TensorMeta> self_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[0].tensor().dtype()); }
+
+// rsub(x, s) = s - x and rdiv(x, s) = s / x (the reflected scalar forms of `s - x`, `s / x`).
+Stack rsub_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const DType dt = result_type(x.dtype(), a[1].scalar());
+  Tensor o = new_tensor(x.sizes(), dt);
+  arith_into<Arith::Sub>(o, scalar_tensor(a[1].scalar(), dt), x, Scalar(1));
+  return out(o);
+}
+Stack rdiv_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const DType dt = arith_dtype(Arith::Div, result_type(x.dtype(), a[1].scalar()));
+  Tensor o = new_tensor(x.sizes(), dt);
+  arith_into<Arith::Div>(o, scalar_tensor(a[1].scalar(), dt), x, Scalar(1));
+  return out(o);
+}
+
+}  // namespace
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(arithmetic) {
+  using namespace kernels;
+  registry.def("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Add>, arith_kernel<Arith::Add>);
+  registry.def("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Sub>, arith_kernel<Arith::Sub>);
+  registry.def("mul(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Mul>, arith_kernel<Arith::Mul>);
+  registry.def("div(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Div>, arith_kernel<Arith::Div>);
+  registry.def("add.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Add>, arith_scalar_kernel<Arith::Add>);
+  registry.def("sub.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Sub>, arith_scalar_kernel<Arith::Sub>);
+  registry.def("mul.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Mul>, arith_scalar_kernel<Arith::Mul>);
+  registry.def("div.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, arith_scalar_kernel<Arith::Div>);
+  registry.def("rsub(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Sub>, rsub_kernel);
+  registry.def("rdiv(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, rdiv_kernel);
+  registry.def("add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Add>);
+  registry.def("sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Sub>);
+  registry.def("mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Mul>);
+  registry.def("div_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Div>);
+  registry.def("add_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Add>);
+  registry.def("sub_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Sub>);
+  registry.def("mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Mul>);
+  registry.def("div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Div>);
+}
+
+// ---- typed API --------------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { QFLOW_OP_HANDLE("add"); return call_tensor(op, {a, b, alpha}); }
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { QFLOW_OP_HANDLE("sub"); return call_tensor(op, {a, b, alpha}); }
+Tensor mul(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("mul"); return call_tensor(op, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("div"); return call_tensor(op, {a, b}); }
+Tensor add(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("add.Scalar"); return call_tensor(op, {a, b}); }
+Tensor sub(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("sub.Scalar"); return call_tensor(op, {a, b}); }
+Tensor mul(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("mul.Scalar"); return call_tensor(op, {a, b}); }
+Tensor div(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("div.Scalar"); return call_tensor(op, {a, b}); }
+Tensor rsub(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("rsub"); return call_tensor(op, {a, b}); }
+Tensor rdiv(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("rdiv"); return call_tensor(op, {a, b}); }
+Tensor& add_(Tensor& s, const Tensor& o, const Scalar& alpha) { QFLOW_OP_HANDLE("add_"); call_tensor(op, {s, o, alpha}); return s; }
+Tensor& sub_(Tensor& s, const Tensor& o, const Scalar& alpha) { QFLOW_OP_HANDLE("sub_"); call_tensor(op, {s, o, alpha}); return s; }
+Tensor& mul_(Tensor& s, const Tensor& o) { QFLOW_OP_HANDLE("mul_"); call_tensor(op, {s, o}); return s; }
+Tensor& div_(Tensor& s, const Tensor& o) { QFLOW_OP_HANDLE("div_"); call_tensor(op, {s, o}); return s; }
+Tensor& add_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("add_.Scalar"); call_tensor(op, {s, o}); return s; }
+Tensor& sub_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("sub_.Scalar"); call_tensor(op, {s, o}); return s; }
+Tensor& mul_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("mul_.Scalar"); call_tensor(op, {s, o}); return s; }
+Tensor& div_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("div_.Scalar"); call_tensor(op, {s, o}); return s; }
+
+
+}  // namespace qflow

@@ -1,0 +1,150 @@
+// Copies and conversions: to, clone, contiguous, copy_, fill_, zero_, detach, item.
+#include "kernel_utils.h"
+#include "loops.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/ops.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+// dst (any layout, shape of src after broadcasting) = src converted to dst's dtype.
+void copy_into(const Tensor& dst, const Tensor& src) {
+  const auto src_strides = broadcast_strides(src, dst.sizes());
+  const auto dst_strides = dst.strides();
+  visit_dtype(dst.dtype(), [&](auto to_tag) {
+    using TO = typename decltype(to_tag)::type;
+    visit_dtype(src.dtype(), [&](auto from_tag) {
+      using FROM = typename decltype(from_tag)::type;
+      LoopPlan<2> plan = make_loop_plan<2>(dst.sizes(), {dst_strides, src_strides});
+      for_each_row<TO, const FROM>(plan, {dst.data_ptr<TO>(), src.data_ptr<FROM>()},
+                                   [](std::tuple<TO*, const FROM*> p, const std::array<int64_t, 2>& s, int64_t n) {
+                                     auto [o, x] = p;
+                                     if (s[0] == 1 && s[1] == 1) {
+                                       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<TO>(x[i]);
+                                     } else {
+                                       for (int64_t i = 0; i < n; ++i) o[i * s[0]] = static_cast<TO>(x[i * s[1]]);
+                                     }
+                                   });
+    });
+  });
+}
+
+std::vector<TensorMeta> same_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[0].tensor().dtype()); }
+
+Stack to_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  Tensor y = new_tensor(x.sizes(), a[1].dtype());
+  copy_into(y, x);
+  return out(y);
+}
+
+Stack clone_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  Tensor y = new_tensor(x.sizes(), x.dtype());
+  copy_into(y, x);
+  return out(y);
+}
+
+Stack contiguous_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  if (x.is_contiguous()) return out(x);
+  return clone_kernel(a);
+}
+
+Stack copy__kernel(Stack& a) {
+  Tensor& self = a[0].tensor();
+  const Tensor& src = a[1].tensor();
+  const auto shape = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
+  QFLOW_CHECK(shape == self.sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}", src.sizes(),
+              self.sizes());
+  // Reading and writing the same memory through different strides would be order-dependent.
+  Tensor source = (src.impl()->storage() == self.impl()->storage() && !src.is_same(self)) ? src.clone() : src;
+  copy_into(self, source);
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+Stack fill__kernel(Stack& a) {
+  Tensor& self = a[0].tensor();
+  const Scalar v = a[1].scalar();
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T value = v.to<T>();
+    unary_loop<T, T>(self, self, [value](T) { return value; });
+  });
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+Stack zero__kernel(Stack& a) {
+  Stack args{a[0], Value(Scalar(0))};
+  return fill__kernel(args);
+}
+
+Stack detach_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  auto impl = std::make_shared<TensorImpl>(x.impl()->storage(), x.sizes(), x.strides(), x.storage_offset(), x.dtype());
+  return out(Tensor(std::move(impl)));
+}
+
+std::vector<TensorMeta> to_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[1].dtype()); }
+std::vector<TensorMeta> no_tensor_meta(const Stack&) { return {}; }
+
+Stack item_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  QFLOW_CHECK(x.numel() == 1, "item: expected a tensor with one element, got shape {} ({} elements)", x.sizes(), x.numel());
+  return visit_dtype(x.dtype(), [&](auto tag) -> Stack {
+    using T = typename decltype(tag)::type;
+    return Stack{Value(Scalar(*static_cast<const T*>(x.raw_data())))};
+  });
+}
+
+}  // namespace
+
+void copy_tensor(const Tensor& dst, const Tensor& src) { copy_into(dst, src); }
+
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(copy) {
+  using namespace kernels;
+  registry.def("to(Tensor self, ScalarType dtype) -> Tensor", to_meta, to_kernel);
+  registry.def("clone(Tensor self) -> Tensor", same_meta, clone_kernel);
+  registry.def("contiguous(Tensor(a) self) -> Tensor(a)", same_meta, contiguous_kernel);
+  registry.def("copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)", same_meta, copy__kernel);
+  registry.def("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)", same_meta, fill__kernel);
+  registry.def("zero_(Tensor(a!) self) -> Tensor(a!)", same_meta, zero__kernel);
+  registry.def("detach(Tensor(a) self) -> Tensor(a)", same_meta, detach_kernel);
+  registry.def("item(Tensor self) -> Scalar", no_tensor_meta, item_kernel);
+}
+
+// ---- typed API --------------------------------------------------------------------------------
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  static const OpHandle op("to");
+  return call_tensor(op, {x, dtype});
+}
+Tensor clone(const Tensor& x) {
+  static const OpHandle op("clone");
+  return call_tensor(op, {x});
+}
+Tensor contiguous(const Tensor& x) {
+  static const OpHandle op("contiguous");
+  return call_tensor(op, {x});
+}
+Tensor& copy_(Tensor& self, const Tensor& src) {
+  static const OpHandle op("copy_");
+  call_tensor(op, {self, src});
+  return self;
+}
+Tensor& fill_(Tensor& self, const Scalar& value) {
+  static const OpHandle op("fill_");
+  call_tensor(op, {self, value});
+  return self;
+}
+Tensor& zero_(Tensor& self) {
+  static const OpHandle op("zero_");
+  call_tensor(op, {self});
+  return self;
+}
+
+}  // namespace qflow

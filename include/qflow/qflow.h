@@ -1,0 +1,8 @@
+#pragma once
+// The public API of qflow in one include.
+#include "qflow/autograd/autograd.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/factory.h"
+#include "qflow/core/ops.h"
+#include "qflow/core/parallel.h"
+#include "qflow/core/tensor.h"
