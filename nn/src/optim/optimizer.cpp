@@ -1,0 +1,101 @@
+#include "qflow/nn/optim/optimizer.h"
+
+#include "qflow/autograd/grad_mode.h"
+#include "qflow/core/factory.h"
+#include "qflow/nn/optim/adam.h"
+#include "qflow/nn/optim/sgd.h"
+
+namespace qflow::nn::optim {
+
+void Optimizer::zero_grad() {
+  for (size_t g = 0; g < num_groups(); ++g)
+    for (const Tensor& p : group_params(g)) p.set_grad(Tensor());
+}
+
+namespace detail {
+
+namespace {
+// The hyper-parameters of each options struct, by name, for the state dict.
+template <typename F> void visit_options(SGDOptions& o, F&& f) {
+  f("lr", o.lr); f("momentum", o.momentum); f("dampening", o.dampening); f("weight_decay", o.weight_decay);
+  double nesterov = o.nesterov ? 1.0 : 0.0;
+  f("nesterov", nesterov);
+  o.nesterov = nesterov != 0.0;
+}
+template <typename F> void visit_options(AdamOptions& o, F&& f) {
+  f("lr", o.lr); f("beta1", o.beta1); f("beta2", o.beta2); f("eps", o.eps); f("weight_decay", o.weight_decay);
+}
+
+const Tensor* find(const NamedTensors& state, const std::string& key) {
+  for (const auto& [k, v] : state)
+    if (k == key) return &v;
+  return nullptr;
+}
+}  // namespace
+
+template <typename Options>
+void OptimizerImpl<Options>::add_group(std::vector<Tensor> params, Options options) {
+  QFLOW_CHECK(!params.empty(), "optimizer: a parameter group has no parameters");
+  QFLOW_CHECK(options.lr >= 0, "optimizer: invalid learning rate {}", options.lr);
+  for (const Tensor& p : params) {
+    QFLOW_CHECK(p.defined() && is_floating(p.dtype()), "optimizer: parameters must be defined floating point tensors");
+    for (const Group& g : groups_)
+      for (const Tensor& q : g.params)
+        QFLOW_CHECK(!q.is_same(p), "optimizer: some parameters appear in more than one parameter group");
+  }
+  groups_.push_back(Group{std::move(params), options});
+}
+
+template <typename Options>
+NamedTensors OptimizerImpl<Options>::state_dict() const {
+  NamedTensors out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Options o = groups_[g].options;
+    visit_options(o, [&](const char* name, double& v) {
+      out.emplace_back(fmt::format("param_groups.{}.{}", g, name), scalar_tensor(v, DType::Float64));
+    });
+  }
+  for (const auto& [index, buffers] : state_)
+    for (const auto& [name, t] : buffers) out.emplace_back(fmt::format("state.{}.{}", index, name), t.clone());
+  return out;
+}
+
+template <typename Options>
+void OptimizerImpl<Options>::load_state_dict(const NamedTensors& state) {
+  // Validate everything first so a bad dict leaves the optimizer untouched.
+  std::vector<Options> options;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Options o = groups_[g].options;
+    visit_options(o, [&](const char* name, double& v) {
+      const std::string key = fmt::format("param_groups.{}.{}", g, name);
+      const Tensor* t = find(state, key);
+      QFLOW_CHECK(t != nullptr && t->numel() == 1, "optimizer.load_state_dict: missing or malformed entry '{}'", key);
+      v = t->item<double>();
+    });
+    options.push_back(o);
+  }
+  std::vector<Tensor> params;
+  for (const Group& g : groups_) params.insert(params.end(), g.params.begin(), g.params.end());
+  std::map<size_t, std::map<std::string, Tensor>> new_state;
+  for (const auto& [key, t] : state) {
+    if (key.rfind("state.", 0) != 0) continue;
+    const size_t dot = key.find('.', 6);
+    QFLOW_CHECK(dot != std::string::npos, "optimizer.load_state_dict: malformed key '{}'", key);
+    const size_t index = std::stoul(key.substr(6, dot - 6));
+    QFLOW_CHECK(index < params.size(), "optimizer.load_state_dict: '{}' refers to parameter {} but the optimizer has {}", key,
+                index, params.size());
+    const std::string name = key.substr(dot + 1);
+    QFLOW_CHECK(t.numel() == 1 || t.sizes() == params[index].sizes(),
+                "optimizer.load_state_dict: '{}' has shape {} but parameter {} has shape {}", key, t.sizes(), index,
+                params[index].sizes());
+    new_state[index][name] = t.clone();
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
+  state_ = std::move(new_state);
+}
+
+template class OptimizerImpl<SGDOptions>;
+template class OptimizerImpl<AdamOptions>;
+
+}  // namespace detail
+}  // namespace qflow::nn::optim
