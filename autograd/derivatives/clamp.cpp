@@ -1,0 +1,38 @@
+// Derivatives of core/kernels/clamp.cpp. relu_ and clamp_ are differentiated through these
+// out-of-place twins (see Note [In-place ops under autograd] in autograd_layer.cpp).
+#include <optional>
+
+#include "qflow/autograd/derivatives.h"
+#include "qflow/core/factory.h"
+#include "qflow/core/ops.h"
+
+namespace qflow::autograd {
+namespace {
+
+// g where mask, 0 elsewhere.
+Tensor masked(const Tensor& mask, const Tensor& g) { return where(mask, g, scalar_tensor(0, g.dtype())); }
+
+// Gradient flows where the output is positive (0 at x = 0, like PyTorch).
+TensorList relu_backward(const BackwardContext& ctx, const TensorList& g) {
+  return {masked(gt(ctx.output(0), Scalar(0)), g[0])};
+}
+
+// Gradient passes where min <= x <= max, bounds included (PyTorch's convention).
+TensorList clamp_backward(const BackwardContext& ctx, const TensorList& g) {
+  const Tensor& x = ctx.input(0);
+  const std::optional<Scalar> lo = ctx.arg(1).optional_scalar();
+  const std::optional<Scalar> hi = ctx.arg(2).optional_scalar();
+  Tensor grad = g[0];
+  if (lo) grad = masked(ge(x, *lo), grad);
+  if (hi) grad = masked(le(x, *hi), grad);
+  return {grad};
+}
+
+}  // namespace
+
+QFLOW_REGISTER_DERIVATIVES(clamp) {
+  registry.def("relu", {.node_name = "ReluBackward", .save_outputs = true, .backward = relu_backward});
+  registry.def("clamp", {.node_name = "ClampBackward", .save_inputs = kSaveAll, .backward = clamp_backward});
+}
+
+}  // namespace qflow::autograd

@@ -1,0 +1,155 @@
+// Clamping: relu, relu_, clamp, clamp_ (integer dtypes kept; NaN passes through, like PyTorch).
+#include <limits>
+#include <optional>
+
+#include "kernel_utils.h"
+#include "loops.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/ops.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+// ---- relu -------------------------------------------------------------------------------------
+
+void check_relu_dtype(DType t, const char* op) {
+  QFLOW_CHECK(t != DType::Bool, "{}: not supported for bool tensors", op);
+}
+
+// `x < 0 ? 0 : x` rather than max(x, 0) so that NaN propagates; compiles to a SIMD max.
+template <typename T>
+T relu_fn(T x) {
+  return x < T(0) ? T(0) : x;
+}
+
+std::vector<TensorMeta> relu_meta(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  check_relu_dtype(x.dtype(), "relu");
+  return one(x.sizes(), x.dtype());
+}
+
+// y = max(x, 0); x: any shape and layout, y: contiguous.
+Stack relu_kernel(Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const TensorMeta m = relu_meta(a)[0];
+  Tensor y = new_tensor(m.sizes, m.dtype);
+  visit_dtype(m.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(y, x, relu_fn<T>);
+  });
+  return out(y);
+}
+
+// self = max(self, 0) in place; self: any layout.
+Stack relu_inplace_kernel(Stack& a) {
+  Tensor& self = a[0].tensor();
+  check_relu_dtype(self.dtype(), "relu_");
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(self, self, relu_fn<T>);
+  });
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+// ---- clamp ------------------------------------------------------------------------------------
+
+struct Bounds {
+  std::optional<Scalar> min, max;
+};
+
+Bounds bounds_of(const Stack& a, const char* op) {
+  Bounds b{a[1].optional_scalar(), a[2].optional_scalar()};
+  QFLOW_CHECK(b.min || b.max, "{}: at least one of 'min' or 'max' must not be None", op);
+  return b;
+}
+
+// PyTorch promotes through the bounds: clamp(int64 tensor, min=0.5) is float32.
+DType clamp_dtype(DType self, const Bounds& b) {
+  DType t = self;
+  if (b.min) t = promote_types(t, result_type(self, *b.min));
+  if (b.max) t = promote_types(t, result_type(self, *b.max));
+  return t;
+}
+
+// An absent bound: -inf/+inf for floats (lowest() would clip infinities), the range ends for ints.
+template <typename T>
+T lower_bound_of(const std::optional<Scalar>& s) {
+  if (s) return s->to<T>();
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <typename T>
+T upper_bound_of(const std::optional<Scalar>& s) {
+  if (s) return s->to<T>();
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
+}
+
+// dst = min(max(src, lo), hi) in dst's dtype. Applying lo first and hi last gives PyTorch's
+// answer when lo > hi (everything becomes hi); comparisons with NaN are false, so NaN stays.
+void clamp_into(const Tensor& dst, const Tensor& src, const Bounds& b) {
+  visit_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T lo = lower_bound_of<T>(b.min);
+    const T hi = upper_bound_of<T>(b.max);
+    unary_loop<T, T>(dst, src, [lo, hi](T x) {
+      const T v = x < lo ? lo : x;
+      return v > hi ? hi : v;
+    });
+  });
+}
+
+std::vector<TensorMeta> clamp_meta(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  return one(x.sizes(), clamp_dtype(x.dtype(), bounds_of(a, "clamp")));
+}
+
+// y = clamp(x, min, max); x: any shape and layout, y: contiguous.
+Stack clamp_kernel(Stack& a) {
+  const TensorMeta m = clamp_meta(a)[0];
+  Tensor y = new_tensor(m.sizes, m.dtype);
+  clamp_into(y, cast(a[0].tensor(), m.dtype), bounds_of(a, "clamp"));
+  return out(y);
+}
+
+std::vector<TensorMeta> self_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[0].tensor().dtype()); }
+
+// self = clamp(self, min, max) in place; the bounds may not promote self's dtype.
+Stack clamp_inplace_kernel(Stack& a) {
+  Tensor& self = a[0].tensor();
+  const Bounds b = bounds_of(a, "clamp_");
+  const DType result = clamp_dtype(self.dtype(), b);
+  QFLOW_CHECK(result == self.dtype(), "clamp_: result dtype {} cannot be cast to self's dtype {}", result, self.dtype());
+  clamp_into(self, self, b);
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+}  // namespace
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(clamp) {
+  using namespace kernels;
+  registry.def("relu(Tensor self) -> Tensor", relu_meta, relu_kernel);
+  registry.def("relu_(Tensor(a!) self) -> Tensor(a!)", self_meta, relu_inplace_kernel);
+  registry.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", clamp_meta, clamp_kernel);
+  registry.def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", self_meta, clamp_inplace_kernel);
+}
+
+// ---- typed API --------------------------------------------------------------------------------
+
+Tensor relu(const Tensor& x) { QFLOW_OP_HANDLE("relu"); return call_tensor(op, {x}); }
+Tensor& relu_(Tensor& x) { QFLOW_OP_HANDLE("relu_"); call_tensor(op, {x}); return x; }
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  QFLOW_OP_HANDLE("clamp");
+  return call_tensor(op, {x, min, max});
+}
+Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  QFLOW_OP_HANDLE("clamp_");
+  call_tensor(op, {x, min, max});
+  return x;
+}
+
+}  // namespace qflow
