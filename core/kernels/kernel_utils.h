@@ -28,6 +28,8 @@ std::vector<int64_t> broadcast_strides(const Tensor& t, const std::vector<int64_
 DType result_type(DType tensor, const Scalar& s);
 /// `t` converted to `dtype` (no copy when it already has it).
 Tensor cast(const Tensor& t, DType dtype);
+/// dst (any layout) = src broadcast to dst's shape, converted to dst's dtype (copy.cpp).
+void copy_tensor(const Tensor& dst, const Tensor& src);
 
 /// Shape rule helper: one output.
 inline std::vector<TensorMeta> one(std::vector<int64_t> sizes, DType dtype) { return {TensorMeta{std::move(sizes), dtype}}; }

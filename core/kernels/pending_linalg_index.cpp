@@ -6,7 +6,4 @@ Tensor mm(const Tensor&, const Tensor&) { PENDING; }
 Tensor bmm(const Tensor&, const Tensor&) { PENDING; }
 Tensor matmul(const Tensor&, const Tensor&) { PENDING; }
 Tensor addmm(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&) { PENDING; }
-Tensor cat(const TensorList&, int64_t) { PENDING; }
-Tensor stack(const TensorList&, int64_t) { PENDING; }
-Tensor index_select(const Tensor&, int64_t, const Tensor&) { PENDING; }
 }  // namespace qflow

@@ -53,6 +53,7 @@ std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& siz
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   if (numel == 0) return contiguous_strides(shape);
+  if (sizes.empty()) return std::vector<int64_t>(shape.size(), 1);  // a 0-d tensor views as any all-ones shape
   int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
   int64_t tensor_numel = 1, view_numel = 1;

@@ -103,6 +103,9 @@ Tensor to_dtype(const Tensor& x, DType dtype);  // "to"
 Tensor cat(const TensorList& tensors, int64_t dim = 0);
 Tensor stack(const TensorList& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+/// self with self[..., index[j], ...] += alpha * source[..., j, ...] along `dim` (out of place;
+/// repeated indices accumulate). The backward of index_select.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
 Tensor& copy_(Tensor& self, const Tensor& src);
 Tensor& fill_(Tensor& self, const Scalar& value);
 Tensor& zero_(Tensor& self);

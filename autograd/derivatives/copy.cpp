@@ -1,0 +1,23 @@
+// Derivatives of core/kernels/copy.cpp: to, clone, contiguous (gradients pass through;
+// `to` casts them back to the input's dtype), detach and item (no history by definition).
+// copy_, fill_ and zero_ are differentiated by the autograd layer itself: see
+// Note [In-place ops under autograd].
+#include "qflow/autograd/derivatives.h"
+#include "qflow/core/ops.h"
+
+namespace qflow::autograd {
+namespace {
+
+TensorList identity_backward(const BackwardContext&, const TensorList& g) { return {g[0]}; }
+TensorList to_backward(const BackwardContext& ctx, const TensorList& g) { return {g[0].to(ctx.input_dtype(0))}; }
+
+}  // namespace
+
+QFLOW_REGISTER_DERIVATIVES(copy) {
+  registry.def("to", {.node_name = "ToCopyBackward", .backward = to_backward});
+  registry.def("clone", {.node_name = "CloneBackward", .backward = identity_backward});
+  registry.def("contiguous", {.node_name = "ContiguousBackward", .backward = identity_backward});
+  registry.non_differentiable({"detach", "item"});
+}
+
+}  // namespace qflow::autograd
