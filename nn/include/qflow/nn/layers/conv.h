@@ -1,0 +1,44 @@
+#pragma once
+#include "qflow/nn/cloneable.h"
+#include "qflow/nn/functional.h"
+
+namespace qflow::nn {
+
+/// A height/width pair that also accepts one integer: `.kernel = 3` or `.kernel = {3, 5}`.
+struct Size2 {
+  Size2(int64_t v = 1) : h(v), w(v) {}  // NOLINT
+  Size2(int64_t vh, int64_t vw) : h(vh), w(vw) {}
+  IntList list() const { return {h, w}; }
+  bool operator==(const Size2&) const = default;
+  int64_t h, w;
+};
+
+struct Conv2dOptions {
+  int64_t in = 0;
+  int64_t out = 0;
+  Size2 kernel = 3;
+  Size2 stride = 1;
+  functional::Conv2dPadding padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+/// torch.nn.Conv2d: weight (out, in/groups, kh, kw) and bias (out) initialised like PyTorch
+/// (kaiming_uniform with a = √5; bias U(±1/√fan_in)).
+class Conv2d : public Cloneable<Conv2d> {
+ public:
+  explicit Conv2d(Conv2dOptions options);
+  void reset();
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  const Conv2dOptions& options() const { return options_; }
+
+  Tensor weight;
+  Tensor bias;
+
+ private:
+  Conv2dOptions options_;
+};
+
+}  // namespace qflow::nn

@@ -1,0 +1,58 @@
+#include "qflow/nn/layers/batchnorm.h"
+
+#include "qflow/autograd/grad_mode.h"
+#include "qflow/core/factory.h"
+#include "qflow/core/nn_ops.h"
+
+namespace qflow::nn {
+
+template <class D, int64_t kMin, int64_t kMax>
+BatchNormBase<D, kMin, kMax>::BatchNormBase(BatchNormOptions options) : options_(options) {
+  QFLOW_CHECK(options_.features > 0, "{}: num_features must be positive, got {}", this->type_name(), options_.features);
+  reset();
+}
+
+template <class D, int64_t kMin, int64_t kMax>
+void BatchNormBase<D, kMin, kMax>::reset() {
+  const int64_t c = options_.features;
+  if (options_.affine) {
+    weight = this->register_parameter("weight", ones({c}));
+    bias = this->register_parameter("bias", zeros({c}));
+  }
+  if (options_.track_running_stats) {
+    running_mean = this->register_buffer("running_mean", zeros({c}));
+    running_var = this->register_buffer("running_var", ones({c}));
+    num_batches_tracked = this->register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  }
+}
+
+template <class D, int64_t kMin, int64_t kMax>
+Tensor BatchNormBase<D, kMin, kMax>::forward(const Tensor& x) {
+  QFLOW_CHECK(x.dim() >= kMin && x.dim() <= kMax, "{}: expected {}-d input{}, got shape {}", this->type_name(), kMin,
+              kMin == kMax ? "" : fmt::format(" or {}-d input", kMax), x.sizes());
+  QFLOW_CHECK(x.sizes()[1] == options_.features, "{}: expected {} channels, got input of shape {}", this->type_name(),
+              options_.features, x.sizes());
+  double momentum = options_.momentum.value_or(0.0);
+  const bool use_batch_stats = this->is_training() || !options_.track_running_stats;
+  if (this->is_training() && options_.track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+    if (!options_.momentum) momentum = 1.0 / static_cast<double>(num_batches_tracked.template item<int64_t>());
+  }
+  // Running statistics are updated only when they are tracked and batch statistics are used.
+  const Tensor rm = use_batch_stats && !this->is_training() ? Tensor() : running_mean;
+  const Tensor rv = use_batch_stats && !this->is_training() ? Tensor() : running_var;
+  return batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, options_.eps);
+}
+
+template <class D, int64_t kMin, int64_t kMax>
+std::string BatchNormBase<D, kMin, kMax>::extra_repr() const {
+  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", options_.features, options_.eps,
+                     options_.momentum ? fmt::format("{}", *options_.momentum) : "None", options_.affine ? "True" : "False",
+                     options_.track_running_stats ? "True" : "False");
+}
+
+template class BatchNormBase<BatchNorm1d, 2, 3>;
+template class BatchNormBase<BatchNorm2d, 4, 4>;
+
+}  // namespace qflow::nn

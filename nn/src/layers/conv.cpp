@@ -1,0 +1,48 @@
+#include "qflow/nn/layers/conv.h"
+
+#include <cmath>
+
+#include "qflow/core/factory.h"
+#include "qflow/nn/init.h"
+
+namespace qflow::nn {
+
+Conv2d::Conv2d(Conv2dOptions options) : options_(options) {
+  QFLOW_CHECK(options_.in > 0 && options_.out > 0, "Conv2d: in and out channels must be positive, got in={} out={}",
+              options_.in, options_.out);
+  QFLOW_CHECK(options_.groups > 0 && options_.in % options_.groups == 0 && options_.out % options_.groups == 0,
+              "Conv2d: groups={} must divide in={} and out={}", options_.groups, options_.in, options_.out);
+  reset();
+}
+
+void Conv2d::reset() {
+  const auto& o = options_;
+  weight = register_parameter("weight", empty({o.out, o.in / o.groups, o.kernel.h, o.kernel.w}));
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (o.bias) {
+    bias = register_parameter("bias", empty({o.out}));
+    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  } else {
+    bias = Tensor();
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  const auto& o = options_;
+  return functional::conv2d(x, weight, bias, o.stride.list(), o.padding, o.dilation.list(), o.groups);
+}
+
+std::string Conv2d::extra_repr() const {
+  const auto& o = options_;
+  std::string s = fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {})", o.in, o.out, o.kernel.h, o.kernel.w,
+                              o.stride.h, o.stride.w);
+  if (o.padding.same) s += ", padding=same";
+  else if (o.padding.h != 0 || o.padding.w != 0) s += fmt::format(", padding=({}, {})", o.padding.h, o.padding.w);
+  if (!(o.dilation == Size2(1))) s += fmt::format(", dilation=({}, {})", o.dilation.h, o.dilation.w);
+  if (o.groups != 1) s += fmt::format(", groups={}", o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
+}  // namespace qflow::nn
