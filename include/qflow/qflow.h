@@ -1,6 +1,7 @@
 #pragma once
 // The public API of qflow in one include.
 #include "qflow/autograd/autograd.h"
+#include "qflow/core/conv_ops.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/factory.h"
 #include "qflow/core/ops.h"

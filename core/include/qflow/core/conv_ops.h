@@ -1,0 +1,64 @@
+#pragma once
+// Convolution and pooling: the functional API of core/kernels/conv.cpp and pool.cpp.
+// Each function is a thin typed call into the op registry (see Note [Op registration]).
+//
+// Pair arguments (`stride`, `padding`, ...) take one value for both spatial dims or two
+// values (height, width), like PyTorch's `int[2]`. Inputs are (N, C, H, W) or unbatched
+// (C, H, W), contiguous NCHW (other layouts are copied first); float32 and float64.
+//
+// Padding "same"/"valid" is resolved by the nn layer (nn::Conv2d / F::conv2d), which turns it
+// into explicit (and, for "same" with an even dilated kernel, asymmetric: pad the input first)
+// padding; the core op only knows explicit symmetric padding, so a traced graph always
+// records the numbers that were used.
+#include <optional>
+#include <tuple>
+
+#include "qflow/core/tensor.h"
+
+namespace qflow {
+
+// ---- convolution -------------------------------------------------------------------------------
+
+/// 2-D cross-correlation. input: (N, C, H, W), weight: (O, C / groups, kH, kW), bias: (O,).
+/// Output (N, O, Ho, Wo) with Ho = (H + 2 pH - dH (kH - 1) - 1) / sH + 1 (same for W).
+/// An undefined or absent bias means no bias.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+              const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
+              int64_t groups = 1);
+
+/// Gradients of conv2d w.r.t. (input, weight, bias) for `grad_output` (N, O, Ho, Wo).
+/// Only the requested ones are computed; the others come back undefined.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const IntList& stride, const IntList& padding,
+                                                   const IntList& dilation, int64_t groups, bool input_grad = true,
+                                                   bool weight_grad = true, bool bias_grad = true);
+
+// ---- pooling -----------------------------------------------------------------------------------
+
+/// Max over (dilated) windows; padding counts as -inf. An empty `stride` means kernel_size.
+Tensor max_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+/// max_pool2d plus the argmax of every window as an int64 index into its (H * W) input plane
+/// (PyTorch's return_indices=True convention).
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size,
+                                                   const IntList& stride = {}, const IntList& padding = {0},
+                                                   const IntList& dilation = {1}, bool ceil_mode = false);
+/// Scatters grad_output to the positions in `indices`; result has self's shape.
+Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor& self, const IntList& kernel_size,
+                                        const IntList& stride, const IntList& padding, const IntList& dilation,
+                                        bool ceil_mode, const Tensor& indices);
+
+/// Mean over windows. count_include_pad divides by the window size clipped to the padded
+/// input (PyTorch's rule); divisor_override replaces the divisor altogether.
+Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& self, const IntList& kernel_size,
+                           const IntList& stride, const IntList& padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override = std::nullopt);
+
+/// Mean over the windows [floor(i * H / Ho), ceil((i + 1) * H / Ho)) (PyTorch's formulas).
+Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& self);
+
+}  // namespace qflow

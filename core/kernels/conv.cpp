@@ -1,0 +1,115 @@
+// 2-D convolution forward: conv2d. Lowered to im2col + OpenBLAS GEMM, see
+// Note [Convolution as GEMM]; the backward op lives in conv_backward.cpp.
+#include "im2col.h"
+#include "qflow/core/conv_ops.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/parallel.h"
+#include "spatial_utils.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+// Validates conv2d's arguments (shared by the shape rule and the kernel).
+ConvGeometry conv2d_geometry(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& w = a[1].tensor();
+  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a[3].int_list(), a[4].int_list(), a[5].int_list(), a[6].to_int(),
+                                 "conv2d");
+  QFLOW_CHECK(is_floating(x.dtype()), "conv2d: expected a float32 or float64 input, got {}", x.dtype());
+  QFLOW_CHECK(w.dtype() == x.dtype(), "conv2d: weight dtype {} does not match input dtype {}", w.dtype(), x.dtype());
+  if (a[2].is_tensor() && a[2].tensor().defined()) {
+    const Tensor& b = a[2].tensor();
+    QFLOW_CHECK(b.sizes() == std::vector<int64_t>{g.o}, "conv2d: expected bias of shape [{}] for weight of shape {}, got bias of shape {}",
+                g.o, w.sizes(), b.sizes());
+    QFLOW_CHECK(b.dtype() == x.dtype(), "conv2d: bias dtype {} does not match input dtype {}", b.dtype(), x.dtype());
+  }
+  return g;
+}
+
+// y[n, o, :] += bias[o] for y: (N, O, L).
+template <typename T>
+void add_bias(T* y, const T* bias, int64_t n, int64_t o, int64_t l) {
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(l, 1));
+  parallel_for(n * o, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T v = bias[plane % o];
+      T* p = y + plane * l;
+      for (int64_t k = 0; k < l; ++k) p[k] += v;
+    }
+  });
+}
+
+// x: (N, C, H, W), w: (O, C / groups, kH, kW), bias: (O,) or null → y: (N, O, Ho, Wo).
+template <typename T>
+void conv2d_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y, DType dtype) {
+  const int64_t L = g.l(), Og = g.og(), Kg = g.kg(), in_image = g.c * g.h * g.w;
+  const int64_t chunk = g.chunk_images(sizeof(T));
+  if (g.n == 0) return;
+  if (g.pointwise() && chunk == 1) {  // the input plane (C, H W) is the column matrix
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        gemm<T>(false, false, Og, L, Kg, T(1), w + grp * Og * Kg, Kg, x + n * in_image + grp * Kg * L, L, T(0),
+                y + (n * g.o + grp * Og) * L, L);
+    if (bias) add_bias(y, bias, g.n, g.o, L);
+    return;
+  }
+  Tensor col = new_tensor({g.c * g.kh * g.kw * chunk * L}, dtype);
+  Tensor staging = chunk > 1 ? new_tensor({g.o * chunk * L}, dtype) : Tensor();
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t b = std::min(chunk, g.n - n0), width = b * L;
+    im2col(g, x + n0 * in_image, b, col.data_ptr<T>());
+    // One image: the GEMM result (O, L) already is the NCHW slab of that image.
+    T* dst = b == 1 ? y + n0 * g.o * L : staging.data_ptr<T>();
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      gemm<T>(false, false, Og, width, Kg, T(1), w + grp * Og * Kg, Kg, col.data_ptr<T>() + grp * Kg * width, width,
+              T(0), dst + grp * Og * width, width);
+    if (b == 1) {
+      if (bias) add_bias(dst, bias, 1, g.o, L);
+    } else {
+      swap_outer_dims(dst, g.o, b, L, bias, y + n0 * g.o * L);
+    }
+  }
+}
+
+std::vector<TensorMeta> conv2d_meta(const Stack& a) {
+  return one(conv2d_geometry(a).output_sizes(), a[0].tensor().dtype());
+}
+
+Stack conv2d_kernel(Stack& a) {
+  const ConvGeometry g = conv2d_geometry(a);
+  const Tensor& input = a[0].tensor();
+  const Tensor x = as_batched(input);
+  const Tensor w = contiguous(a[1].tensor());
+  const Tensor bias = a[2].is_tensor() && a[2].tensor().defined() ? contiguous(a[2].tensor()) : Tensor();
+  Tensor y = new_tensor({g.n, g.o, g.oh, g.ow}, input.dtype());
+  visit_floating(input.dtype(), "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    conv2d_forward<T>(g, x.data_ptr<T>(), w.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
+                      y.data_ptr<T>(), input.dtype());
+  });
+  return out(unbatch_like(y, input.dim()));
+}
+
+}  // namespace
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(conv) {
+  using namespace kernels;
+  registry.def(
+      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
+      "int groups=1) -> Tensor",
+      conv2d_meta, conv2d_kernel);
+}
+
+// ---- typed API --------------------------------------------------------------------------------
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
+              const IntList& padding, const IntList& dilation, int64_t groups) {
+  QFLOW_OP_HANDLE("conv2d");
+  // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
+  Value b = bias && bias->defined() ? Value(*bias) : Value();
+  return call_tensor(op, {input, weight, std::move(b), stride, padding, dilation, groups});
+}
+
+}  // namespace qflow
