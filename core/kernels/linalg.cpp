@@ -66,6 +66,9 @@ std::vector<TensorMeta> addmm_meta(const Stack& a) {
   }
   QFLOW_CHECK(ok, "addmm: self of shape {} cannot be broadcast to the product's shape {}", dims_str(self.sizes()),
               dims_str(shape));
+  // A fractional beta/alpha would be truncated silently on integer tensors (PyTorch refuses too).
+  QFLOW_CHECK(is_floating(self.dtype()) || (a[3].scalar().is_integral() && a[4].scalar().is_integral()),
+              "addmm: for integer tensors, beta and alpha must be integers, got {} and {}", a[3].scalar(), a[4].scalar());
   return one(shape, self.dtype());
 }
 

@@ -90,6 +90,17 @@ TEST(LinalgTest, MmIntegersAreExact) {
   EXPECT_EQ(to_vector<int32_t>(mm(a.to(DType::Int32), bt)), (std::vector<int32_t>{18, -9, -36, -63, -18, 36, 90, 144}));
 }
 
+TEST(LinalgTest, MatmulOfIntegerBatchesMatchesFloat) {
+  Tensor x = arange(24).reshape({2, 3, 4}) - 11;
+  Tensor w = (arange(8).reshape({2, 4}) * 2 - 5).t();  // (4, 2), transposed
+  Tensor y = arange(16).reshape({2, 4, 2}) - 3;
+  EXPECT_EQ(to_vector<int64_t>(matmul(x, w)), to_vector<int64_t>(matmul(x.to(DType::Float64), w.to(DType::Float64)).to(DType::Int64)));
+  EXPECT_EQ(to_vector<int64_t>(bmm(x, y)), to_vector<int64_t>(bmm(x.to(DType::Float64), y.to(DType::Float64)).to(DType::Int64)));
+  EXPECT_EQ(to_vector<int64_t>(addmm(arange(2), x.select(0, 1), w, 2, 3)),
+            to_vector<int64_t>(addmm(arange(2).to(DType::Float64), x.select(0, 1).to(DType::Float64), w.to(DType::Float64), 2, 3)
+                                   .to(DType::Int64)));
+}
+
 TEST(LinalgTest, MmWithEmptyInnerDimIsZeros) {
   Tensor r = mm(empty({2, 0}), empty({0, 3}));
   EXPECT_EQ(r.sizes(), (IntList{2, 3}));
@@ -208,6 +219,8 @@ TEST(LinalgTest, ErrorsNameOpAndShapes) {
               HasSubstr("matmul: shapes cannot be multiplied (2x5x3 and 4x2)"));
   EXPECT_THAT(error_of([] { addmm(zeros({3}), zeros({2, 3}), zeros({3, 4})); }),
               HasSubstr("addmm: self of shape 3 cannot be broadcast to the product's shape 2x4"));
+  EXPECT_THAT(error_of([] { addmm(zeros({4}, DType::Int64), zeros({2, 4}, DType::Int64), zeros({4, 4}, DType::Int64), 0.5, 1); }),
+              HasSubstr("addmm: for integer tensors, beta and alpha must be integers, got 0.5 and 1"));
   EXPECT_THAT(error_of([] { addmm(zeros({4}), zeros({2, 3}), zeros({4, 4})); }),
               HasSubstr("addmm: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x4)"));
 }
