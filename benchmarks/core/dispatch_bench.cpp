@@ -1,5 +1,6 @@
 // Per-call overhead of the op road (typed wrapper → dispatcher → layers → kernel): add of
 // two 1-element tensors, where the arithmetic itself is negligible. Time is ns per op.
+// Run: build/bin/qflow-bench-core --benchmark_filter=Dispatch
 #include <benchmark/benchmark.h>
 
 #include "qflow/qflow.h"

@@ -2,6 +2,7 @@
 // tensor). Bytes processed count every input read and output written once, so GB/s is
 // directly comparable to the machine's memory bandwidth. Each op allocates its output, as
 // a user's call does.
+// Run: build/bin/qflow-bench-core --benchmark_filter="BM_(Add|Mul|Relu|Sum)"
 #include <benchmark/benchmark.h>
 
 #include "qflow/qflow.h"

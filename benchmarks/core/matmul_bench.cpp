@@ -1,5 +1,6 @@
 // GEMM throughput: qflow::matmul (dispatcher + allocation + OpenBLAS) against a bare
 // cblas_sgemm into a preallocated output, on the same square float32 sizes.
+// Run: build/bin/qflow-bench-core --benchmark_filter=Matmul (prints qflow/cblas ratios at the end).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
