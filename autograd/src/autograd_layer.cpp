@@ -51,10 +51,14 @@ class OpBackward final : public Node {
 
 namespace {
 
-void flat_tensors(const Stack& args, TensorList& out) {
-  for (const Value& v : args) {
+// A None passed for a "Tensor?" argument keeps its slot as an undefined tensor, so a rule's
+// flat numbering does not depend on which optional tensors the caller happened to give.
+void flat_tensors(const OpSchema& schema, const Stack& args, TensorList& out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& v = args[i];
     if (v.is_tensor()) out.push_back(v.tensor());
     else if (v.is_tensor_list()) out.insert(out.end(), v.tensor_list().begin(), v.tensor_list().end());
+    else if (v.is_none() && i < schema.args.size() && schema.args[i].type == ArgType::Tensor) out.push_back(Tensor());
   }
 }
 
@@ -70,7 +74,7 @@ class AutogradLayer final : public DispatchLayer {
 
   Stack handle(const OpDef& op, Stack& args, DispatchKeySet remaining) override {
     TensorList inputs;
-    flat_tensors(args, inputs);
+    flat_tensors(op.schema, args, inputs);
     bool any = false;
     for (const Tensor& t : inputs) any = any || needs_grad(t);
     if (!any) return Dispatcher::redispatch(op, args, remaining);

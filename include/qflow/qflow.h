@@ -4,6 +4,7 @@
 #include "qflow/core/conv_ops.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/factory.h"
+#include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
 #include "qflow/core/parallel.h"
 #include "qflow/core/tensor.h"

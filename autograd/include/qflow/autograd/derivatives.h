@@ -10,9 +10,11 @@
 //   }
 //
 // Inputs are numbered "flat": the tensors of the op's arguments in order, with Tensor[]
-// arguments expanded. A rule returns one gradient per flat input (undefined = none); the
-// engine sums gradients that were broadcast back down to the input's shape, so element-wise
-// rules may return broadcast-shaped gradients. Backward formulas run with grad mode off.
+// arguments expanded; a None given for a "Tensor?" argument keeps its slot as an undefined
+// input (needs_grad false, has_input false), so numbering follows the schema whatever the
+// caller passed. A rule returns one gradient per flat input (undefined = none); the engine
+// sums gradients that were broadcast back down to the input's shape, so element-wise rules
+// may return broadcast-shaped gradients. Backward formulas run with grad mode off.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,6 +35,8 @@ class BackwardContext {
   const std::vector<int64_t>& input_sizes(size_t i) const { return input_meta_.at(i).sizes; }
   DType input_dtype(size_t i) const { return input_meta_.at(i).dtype; }
   size_t num_inputs() const { return input_meta_.size(); }
+  /// True when flat input i was saved (it is in save_inputs and was not None/undefined).
+  bool has_input(size_t i) const { return i < saved_inputs_.size() && saved_inputs_[i] != nullptr; }
   /// Positional argument of the forward call. Tensor arguments are not kept here.
   const Value& arg(size_t i) const { return args_.at(i); }
   /// Saved output i (requires save_outputs).

@@ -1,0 +1,32 @@
+// Derivatives of core/kernels/activation.cpp: hardtanh, relu6, hardswish, leaky_relu, each
+// through its backward op on the saved input.
+#include "qflow/autograd/derivatives.h"
+#include "qflow/core/nn_ops.h"
+
+namespace qflow::autograd {
+namespace {
+
+TensorList hardtanh_rule(const BackwardContext& ctx, const TensorList& g) {
+  return {hardtanh_backward(g[0], ctx.input(0), ctx.arg(1).to_double(), ctx.arg(2).to_double())};
+}
+// relu6 is hardtanh(0, 6), gradient included.
+TensorList relu6_rule(const BackwardContext& ctx, const TensorList& g) {
+  return {hardtanh_backward(g[0], ctx.input(0), 0.0, 6.0)};
+}
+TensorList hardswish_rule(const BackwardContext& ctx, const TensorList& g) {
+  return {hardswish_backward(g[0], ctx.input(0))};
+}
+TensorList leaky_relu_rule(const BackwardContext& ctx, const TensorList& g) {
+  return {leaky_relu_backward(g[0], ctx.input(0), ctx.arg(1).to_double())};
+}
+
+}  // namespace
+
+QFLOW_REGISTER_DERIVATIVES(activation) {
+  registry.def("hardtanh", {.node_name = "HardtanhBackward", .save_inputs = kSaveAll, .backward = hardtanh_rule});
+  registry.def("relu6", {.node_name = "HardtanhBackward", .save_inputs = kSaveAll, .backward = relu6_rule});
+  registry.def("hardswish", {.node_name = "HardswishBackward", .save_inputs = kSaveAll, .backward = hardswish_rule});
+  registry.def("leaky_relu", {.node_name = "LeakyReluBackward", .save_inputs = kSaveAll, .backward = leaky_relu_rule});
+}
+
+}  // namespace qflow::autograd

@@ -1,0 +1,327 @@
+// Batch normalization: batch_norm, native_batch_norm (which also returns its statistics) and
+// native_batch_norm_backward.
+//
+// Note [Batch norm saves no statistics]
+// batch_norm is the public op and returns one tensor (so a traced graph holds a plain
+// batch_norm node). Its backward needs the batch mean and invstd; rather than hide extra
+// outputs, native_batch_norm_backward recomputes them from the saved input with the very
+// loop the forward used (bitwise the same values, one extra read of the input: small next
+// to the convolutions around a BN). native_batch_norm returns the statistics for callers
+// that want them, and its backward uses the saved ones.
+#include <cmath>
+#include <vector>
+
+#include "channel_loops.h"
+#include "kernel_utils.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/nn_ops.h"
+#include "qflow/core/ops.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+Tensor opt(const Value& v) { return v.is_none() ? Tensor() : v.tensor(); }
+
+struct BnShape {
+  int64_t N = 0, C = 0, S = 1;  // input seen as (N, C, S), S = product of the spatial dims
+  int64_t per_channel() const { return N * S; }
+};
+
+BnShape bn_shape(const Tensor& x, std::string_view op) {
+  QFLOW_CHECK(x.dim() >= 2, "{}: expected an input with at least 2 dims (N, C, ...), got shape {}", op, x.sizes());
+  BnShape s{x.sizes()[0], x.sizes()[1], 1};
+  for (int64_t d = 2; d < x.dim(); ++d) s.S *= x.sizes()[d];
+  return s;
+}
+
+void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x, int64_t C, std::string_view op) {
+  if (!t.defined()) return;
+  QFLOW_CHECK(t.sizes() == std::vector<int64_t>{C}, "{}: {} has shape {}, expected [{}] (the channels of input {})", op,
+              what, t.sizes(), C, x.sizes());
+  QFLOW_CHECK(t.dtype() == x.dtype(), "{}: {} has dtype {}, expected the input's dtype {}", op, what, t.dtype(), x.dtype());
+}
+
+// Arguments: input, weight, bias, running_mean, running_var, training, momentum, eps.
+BnShape check_bn_args(const Stack& a, std::string_view op) {
+  const Tensor& x = a[0].tensor();
+  const BnShape s = bn_shape(x, op);
+  QFLOW_CHECK(is_floating(x.dtype()), "{}: expected a floating point input, got {}", op, x.dtype());
+  const char* names[] = {"weight", "bias", "running_mean", "running_var"};
+  for (int i = 0; i < 4; ++i) check_channel_tensor(opt(a[1 + i]), names[i], x, s.C, op);
+  const bool has_mean = opt(a[3]).defined(), has_var = opt(a[4]).defined();
+  QFLOW_CHECK(has_mean == has_var, "{}: running_mean and running_var must be given together", op);
+  if (a[5].to_bool()) {
+    QFLOW_CHECK(s.per_channel() > 1, "{}: expected more than 1 value per channel when training, got input size {}", op,
+                x.sizes());
+  } else {
+    QFLOW_CHECK(has_mean, "{}: running_mean and running_var are required when training=False", op);
+  }
+  return s;
+}
+
+// Per-channel statistics in double: mean and the sum of squared deviations (two passes, like
+// PyTorch, so a large mean does not cancel the variance away).
+// x: (N, C, S) contiguous.
+template <typename T>
+void batch_stats(const T* x, const BnShape& s, std::vector<double>& mean, std::vector<double>& sq_dev) {
+  mean.assign(s.C, 0.0);
+  sq_dev.assign(s.C, 0.0);
+  std::vector<double> unused(s.C);
+  const double m = static_cast<double>(s.per_channel());
+  channel_sums(s.N, s.C, s.S, mean.data(), unused.data(), [x](int64_t i, int64_t) { return static_cast<double>(x[i]); },
+               [](int64_t, int64_t) { return 0.0; });
+  for (double& v : mean) v /= m;
+  const double* mu = mean.data();
+  channel_sums(
+      s.N, s.C, s.S, sq_dev.data(), unused.data(),
+      [x, mu](int64_t i, int64_t c) {
+        const double d = static_cast<double>(x[i]) - mu[c];
+        return d * d;
+      },
+      [](int64_t, int64_t) { return 0.0; });
+}
+
+// Element c of a (C,) tensor of any stride, as double.
+template <typename T>
+double at(const Tensor& t, int64_t c) { return static_cast<double>(t.data_ptr<T>()[c * t.stride(0)]); }
+
+// running = (1 - momentum) * running + momentum * batch, in place; bumps the version so a
+// saved copy elsewhere notices the write.
+template <typename T>
+void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
+  T* p = running.data_ptr<T>();
+  const int64_t st = running.stride(0);
+  for (size_t c = 0; c < batch.size(); ++c) {
+    const int64_t k = static_cast<int64_t>(c) * st;
+    p[k] = static_cast<T>((1.0 - momentum) * static_cast<double>(p[k]) + momentum * batch[c]);
+  }
+  running.impl()->storage()->bump_version();
+}
+
+struct BnOutputs {
+  Tensor out, mean, invstd;
+};
+
+// y = (x - mean) * invstd * weight + bias, computed as x * scale[c] + shift[c].
+template <typename T>
+BnOutputs bn_forward(const Stack& a, const BnShape& s) {
+  const Tensor x = contiguous(a[0].tensor());
+  const Tensor w = opt(a[1]), b = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]);
+  const bool training = a[5].to_bool();
+  const double momentum = a[6].to_double(), eps = a[7].to_double();
+  const T* px = x.data_ptr<T>();
+
+  std::vector<double> mean, invstd(s.C);
+  if (training) {
+    std::vector<double> sq_dev;
+    batch_stats(px, s, mean, sq_dev);
+    const double m = static_cast<double>(s.per_channel());
+    for (int64_t c = 0; c < s.C; ++c) invstd[c] = 1.0 / std::sqrt(sq_dev[c] / m + eps);
+    if (rm.defined()) {
+      for (double& v : sq_dev) v /= (m - 1.0);  // the running estimate uses the unbiased variance
+      update_running<T>(rm, mean, momentum);
+      update_running<T>(rv, sq_dev, momentum);
+    }
+  } else {
+    mean.resize(s.C);
+    for (int64_t c = 0; c < s.C; ++c) {
+      mean[c] = at<T>(rm, c);
+      invstd[c] = 1.0 / std::sqrt(at<T>(rv, c) + eps);
+    }
+  }
+
+  BnOutputs o{new_tensor(x.sizes(), x.dtype()), new_tensor({s.C}, x.dtype()), new_tensor({s.C}, x.dtype())};
+  std::vector<T> scale(s.C), shift(s.C);
+  for (int64_t c = 0; c < s.C; ++c) {
+    const double sc = invstd[c] * (w.defined() ? at<T>(w, c) : 1.0);
+    scale[c] = static_cast<T>(sc);
+    shift[c] = static_cast<T>((b.defined() ? at<T>(b, c) : 0.0) - mean[c] * sc);
+    o.mean.data_ptr<T>()[c] = static_cast<T>(mean[c]);
+    o.invstd.data_ptr<T>()[c] = static_cast<T>(invstd[c]);
+  }
+  T* py = o.out.data_ptr<T>();
+  const T* psc = scale.data();
+  const T* psh = shift.data();
+  channel_map(s.N, s.C, s.S, [=](int64_t i, int64_t c) { py[i] = px[i] * psc[c] + psh[c]; });
+  return o;
+}
+
+// x: (N, C, ...) → (N, C, ...)
+std::vector<TensorMeta> batch_norm_meta(const Stack& a) {
+  check_bn_args(a, "batch_norm");
+  return one(a[0].tensor().sizes(), a[0].tensor().dtype());
+}
+
+Stack batch_norm_kernel(Stack& a) {
+  const BnShape s = check_bn_args(a, "batch_norm");
+  return visit_floating(a[0].tensor().dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return out(bn_forward<T>(a, s).out);
+  });
+}
+
+// x: (N, C, ...) → (y: (N, C, ...), mean: (C,), invstd: (C,))
+std::vector<TensorMeta> native_batch_norm_meta(const Stack& a) {
+  const BnShape s = check_bn_args(a, "native_batch_norm");
+  const Tensor& x = a[0].tensor();
+  return {TensorMeta{x.sizes(), x.dtype()}, TensorMeta{{s.C}, x.dtype()}, TensorMeta{{s.C}, x.dtype()}};
+}
+
+Stack native_batch_norm_kernel(Stack& a) {
+  const BnShape s = check_bn_args(a, "native_batch_norm");
+  return visit_floating(a[0].tensor().dtype(), "native_batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    BnOutputs o = bn_forward<T>(a, s);
+    return Stack{Value(o.out), Value(o.mean), Value(o.invstd)};
+  });
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+
+// Arguments: grad_out?, input, weight?, running_mean?, running_var?, save_mean?, save_invstd?,
+// train, eps, grad_mean?, grad_invstd?.
+std::vector<TensorMeta> bn_backward_meta(const Stack& a) {
+  const Tensor& x = a[1].tensor();
+  const BnShape s = bn_shape(x, "native_batch_norm_backward");
+  const Tensor gy = opt(a[0]);
+  QFLOW_CHECK(!gy.defined() || gy.sizes() == x.sizes(),
+              "native_batch_norm_backward: grad_output has shape {}, expected the input's shape {}", gy.sizes(), x.sizes());
+  const char* names[] = {"weight", "running_mean", "running_var", "save_mean", "save_invstd"};
+  for (int i = 0; i < 5; ++i) check_channel_tensor(opt(a[2 + i]), names[i], x, s.C, "native_batch_norm_backward");
+  check_channel_tensor(opt(a[9]), "grad_mean", x, s.C, "native_batch_norm_backward");
+  check_channel_tensor(opt(a[10]), "grad_invstd", x, s.C, "native_batch_norm_backward");
+  QFLOW_CHECK(a[7].to_bool() || (opt(a[3]).defined() && opt(a[4]).defined()),
+              "native_batch_norm_backward: running_mean and running_var are required when train=False");
+  return {TensorMeta{x.sizes(), x.dtype()}, TensorMeta{{s.C}, x.dtype()}, TensorMeta{{s.C}, x.dtype()}};
+}
+
+// Training: with xmu = x - mean, M = N * S, per channel
+//   dx = w invstd dy - w invstd^3 xmu sum(dy xmu) / M - w invstd sum(dy) / M     (through y)
+//        + grad_mean / M - grad_invstd invstd^3 xmu / M                        (through the stats)
+// computed as dx = k1 dy + k2 xmu + k3. Eval: dx = w invstd dy (the stats are constants).
+// dweight = sum(dy xmu) invstd, dbias = sum(dy) in both modes.
+template <typename T>
+Stack bn_backward(const Stack& a, const BnShape& s) {
+  const Tensor x = contiguous(a[1].tensor());
+  const Tensor gy_in = opt(a[0]);
+  const Tensor gy = gy_in.defined() ? contiguous(gy_in) : Tensor();
+  const Tensor w = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]), sm = opt(a[5]), si = opt(a[6]);
+  const Tensor gmean = opt(a[9]), ginv = opt(a[10]);
+  const bool train = a[7].to_bool();
+  const double eps = a[8].to_double(), m = static_cast<double>(s.per_channel());
+  const T* px = x.data_ptr<T>();
+
+  std::vector<double> mean(s.C), invstd(s.C);
+  if (train && !(sm.defined() && si.defined())) {
+    std::vector<double> sq_dev;
+    batch_stats(px, s, mean, sq_dev);  // See Note [Batch norm saves no statistics]
+    for (int64_t c = 0; c < s.C; ++c) invstd[c] = 1.0 / std::sqrt(sq_dev[c] / m + eps);
+  } else {
+    for (int64_t c = 0; c < s.C; ++c) {
+      mean[c] = train ? at<T>(sm, c) : at<T>(rm, c);
+      invstd[c] = train ? at<T>(si, c) : 1.0 / std::sqrt(at<T>(rv, c) + eps);
+    }
+  }
+
+  std::vector<double> sum_dy(s.C, 0.0), sum_dy_xmu(s.C, 0.0);
+  if (gy.defined()) {
+    const T* pg = gy.data_ptr<T>();
+    const double* mu = mean.data();
+    channel_sums(
+        s.N, s.C, s.S, sum_dy.data(), sum_dy_xmu.data(), [pg](int64_t i, int64_t) { return static_cast<double>(pg[i]); },
+        [pg, px, mu](int64_t i, int64_t c) { return static_cast<double>(pg[i]) * (static_cast<double>(px[i]) - mu[c]); });
+  }
+
+  Tensor gx = new_tensor(x.sizes(), x.dtype()), gw = new_tensor({s.C}, x.dtype()), gb = new_tensor({s.C}, x.dtype());
+  std::vector<T> k1(s.C), k2(s.C), k3(s.C), mean_t(s.C);
+  for (int64_t c = 0; c < s.C; ++c) {
+    const double wc = w.defined() ? at<T>(w, c) : 1.0, is = invstd[c], is3 = is * is * is;
+    gw.data_ptr<T>()[c] = static_cast<T>(sum_dy_xmu[c] * is);
+    gb.data_ptr<T>()[c] = static_cast<T>(sum_dy[c]);
+    k1[c] = static_cast<T>(gy.defined() ? wc * is : 0.0);
+    k2[c] = static_cast<T>(train ? -(wc * sum_dy_xmu[c] + (ginv.defined() ? at<T>(ginv, c) : 0.0)) * is3 / m : 0.0);
+    k3[c] = static_cast<T>(train ? (-wc * is * sum_dy[c] + (gmean.defined() ? at<T>(gmean, c) : 0.0)) / m : 0.0);
+    mean_t[c] = static_cast<T>(mean[c]);
+  }
+  T* pgx = gx.data_ptr<T>();
+  const T *pk1 = k1.data(), *pk2 = k2.data(), *pk3 = k3.data(), *pmu = mean_t.data();
+  if (gy.defined()) {
+    const T* pg = gy.data_ptr<T>();
+    channel_map(s.N, s.C, s.S, [=](int64_t i, int64_t c) { pgx[i] = pk1[c] * pg[i] + pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
+  } else {
+    channel_map(s.N, s.C, s.S, [=](int64_t i, int64_t c) { pgx[i] = pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
+  }
+  return Stack{Value(gx), Value(gw), Value(gb)};
+}
+
+Stack bn_backward_kernel(Stack& a) {
+  bn_backward_meta(a);
+  const BnShape s = bn_shape(a[1].tensor(), "native_batch_norm_backward");
+  return visit_floating(a[1].tensor().dtype(), "native_batch_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return bn_backward<T>(a, s);
+  });
+}
+
+Value opt_value(const Tensor& t) { return t.defined() ? Value(t) : Value(); }
+
+}  // namespace
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(norm) {
+  using namespace kernels;
+  registry.def(
+      "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+      "bool training, float momentum=0.1, float eps=1e-05) -> Tensor",
+      batch_norm_meta, batch_norm_kernel);
+  registry.def(
+      "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+      "bool training, float momentum=0.1, float eps=1e-05) -> (Tensor, Tensor, Tensor)",
+      native_batch_norm_meta, native_batch_norm_kernel);
+  registry.def(
+      "native_batch_norm_backward(Tensor? grad_out, Tensor input, Tensor? weight, Tensor? running_mean, "
+      "Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, Tensor? grad_mean=None, "
+      "Tensor? grad_invstd=None) -> (Tensor, Tensor, Tensor)",
+      bn_backward_meta, bn_backward_kernel);
+}
+
+// ---- typed API --------------------------------------------------------------------------------
+
+namespace {
+std::tuple<Tensor, Tensor, Tensor> three(Stack s) {
+  return {std::move(s.at(0).tensor()), std::move(s.at(1).tensor()), std::move(s.at(2).tensor())};
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  using kernels::opt_value;
+  QFLOW_OP_HANDLE("batch_norm");
+  return call_tensor(op, {input, opt_value(weight), opt_value(bias), opt_value(running_mean), opt_value(running_var),
+                          training, momentum, eps});
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                                     const Tensor& running_mean, const Tensor& running_var,
+                                                     bool training, double momentum, double eps) {
+  using kernels::opt_value;
+  QFLOW_OP_HANDLE("native_batch_norm");
+  return three(Dispatcher::call(op.get(), {input, opt_value(weight), opt_value(bias), opt_value(running_mean),
+                                           opt_value(running_var), training, momentum, eps}));
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                              const Tensor& weight, const Tensor& running_mean,
+                                                              const Tensor& running_var, const Tensor& save_mean,
+                                                              const Tensor& save_invstd, bool training, double eps,
+                                                              const Tensor& grad_mean, const Tensor& grad_invstd) {
+  using kernels::opt_value;
+  QFLOW_OP_HANDLE("native_batch_norm_backward");
+  return three(Dispatcher::call(
+      op.get(), {opt_value(grad_output), input, opt_value(weight), opt_value(running_mean), opt_value(running_var),
+                 opt_value(save_mean), opt_value(save_invstd), training, eps, opt_value(grad_mean),
+                 opt_value(grad_invstd)}));
+}
+
+}  // namespace qflow

@@ -1,0 +1,187 @@
+// Activations (relu6, hardswish, hardtanh, leaky_relu), softmax / log_softmax and dropout:
+// golden values from PyTorch 1.13 (tests/core/goldens/nn_ops.py), stability on large
+// logits, dropout statistics and seeding.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "qflow/qflow.h"
+
+using namespace qflow;
+using ::testing::HasSubstr;
+
+namespace {
+
+Tensor seq(const IntList& shape, double seed, double scale = 1.0, DType dtype = DType::Float32) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * scale;
+  return from_vector<double>(v, shape).to(dtype);
+}
+
+void expect_close(const Tensor& actual, const std::vector<double>& expected, double rtol = 1e-5, double atol = 1e-6) {
+  const std::vector<double> a = to_vector<double>(actual);
+  ASSERT_EQ(a.size(), expected.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], expected[i], atol + rtol * std::abs(expected[i])) << "element " << i;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+// ---- activations ----------------------------------------------------------------------------------
+
+TEST(ActivationTest, Relu6HardswishHardtanhLeakyReluMatchPyTorch) {
+  Tensor x = seq({12}, 0.3, 5.0);
+  expect_close(relu6(x), {1.47760105, 3.10492992, 4.31202126, 4.93550062, 4.8909831, 4.18449402, 2.91165328, 1.24473393, 0,
+                          0, 0, 0});
+  expect_close(hardswish(x), {1.10268462, 3.10492992, 4.31202126, 4.93550062, 4.8909831, 4.18449402, 2.86878085,
+                              0.880594015, -0.237181708, -0.255685776, -0, -0});
+  expect_close(hardtanh(x, -2.0, 1.5), {1.47760105, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.24473393, -0.590654254, -2, -2, -2});
+  expect_close(leaky_relu(x, 0.2), {1.47760105, 3.10492992, 4.31202126, 4.93550062, 4.8909831, 4.18449402, 2.91165328,
+                                    1.24473393, -0.118130855, -0.469220012, -0.756802499, -0.941955268});
+}
+
+TEST(ActivationTest, Relu6ClampsAtZeroAndSixOnStridedInput) {
+  Tensor x = from_vector<double>({-1, 0, 3, 6, 7, 2.5}, {2, 3}).t();  // a transposed view
+  EXPECT_EQ(to_vector<double>(relu6(x)), (std::vector<double>{0, 6, 0, 6, 3, 2.5}));
+}
+
+TEST(ActivationTest, BackwardOpsFollowPyTorchBranches) {
+  Tensor x = from_vector<double>({-4, -3, -1, 0, 3, 4, 6});
+  Tensor g = ones({7}, DType::Float64);
+  // hardswish': 0 below -3, x/3 + 1/2 on [-3, 3], 1 above.
+  expect_close(hardswish_backward(g, x), {0, -0.5, 1.0 / 6.0, 0.5, 1.5, 1, 1}, 1e-15, 1e-15);
+  // relu6 = hardtanh(0, 6): the gradient passes only strictly inside.
+  EXPECT_EQ(to_vector<double>(hardtanh_backward(g, x, 0, 6)), (std::vector<double>{0, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(to_vector<double>(leaky_relu_backward(g, x, 0.1)), (std::vector<double>{0.1, 0.1, 0.1, 0.1, 1, 1, 1}));
+}
+
+TEST(ActivationTest, IntegerInputIsRefused) {
+  EXPECT_THAT(error_of([] { relu6(ones({2}, DType::Int64)); }), HasSubstr("relu6: expected a floating point tensor, got int64"));
+  EXPECT_THAT(error_of([] { hardtanh(ones({2}), 1.0, -1.0); }), HasSubstr("hardtanh: min_val (1) cannot be greater than max_val (-1)"));
+}
+
+// ---- softmax ------------------------------------------------------------------------------------
+
+TEST(SoftmaxTest, EveryDimMatchesPyTorch) {
+  Tensor x = seq({2, 3, 4}, 0.1, 3.0);
+  expect_close(softmax(x, 0), {0.962853491, 0.986616731, 0.991536498, 0.989869237, 0.977694154, 0.921798944, 0.694202363,
+                               0.281238645, 0.0711277574, 0.0207774136, 0.00980683509, 0.00855918787, 0.0371464342,
+                               0.0133833019, 0.00846350286, 0.0101307752, 0.0223059058, 0.078201063, 0.305797637,
+                               0.718761384, 0.928872228, 0.979222536, 0.990193188, 0.991440773});
+  expect_close(log_softmax(x, 0), {-0.0378539935, -0.0134736467, -0.00849951897, -0.010182457, -0.0225583855, -0.0814281702,
+                                   -0.364991784, -1.26855171, -2.64327765, -3.87388873, -4.62467575, -4.76074982,
+                                   -3.29288745, -4.31374741, -4.77199221, -4.59217739, -3.80290389, -2.54847193,
+                                   -1.18483174, -0.330225855, -0.0737840757, -0.0209963266, -0.00985518564, -0.00859608408});
+  expect_close(softmax(x, 1), {0.0594114549, 0.189366788, 0.504913926, 0.814146638, 0.884356081, 0.789899707, 0.486459136,
+                               0.182087913, 0.056232404, 0.0207334794, 0.00862689968, 0.00376541773, 0.00302855158,
+                               0.00245404802, 0.00395522639, 0.00915788207, 0.0266594905, 0.0640195906, 0.196655884,
+                               0.511467874, 0.970311999, 0.933526337, 0.799388885, 0.47937426});
+  expect_close(log_softmax(x, 1), {-2.82326818, -1.66406941, -0.683367312, -0.205614775, -0.122895524, -0.235849261,
+                                   -0.720602334, -1.70326567, -2.87826204, -3.87600565, -4.75287008, -5.58189631,
+                                   -5.7996707, -6.01001644, -5.5327177, -4.69314051, -3.62460995, -2.74856615,
+                                   -1.62629986, -0.670470536, -0.0301376395, -0.0687860921, -0.223907724, -0.735273659});
+  const std::vector<double> sm2 = {0.0433343649, 0.124973871, 0.299877822, 0.531813979, 0.409759015, 0.331151277,
+                                   0.183532298,  0.0755574629, 0.658545434, 0.219697148, 0.0822656378, 0.0394918062,
+                                   0.147043198,  0.149104074, 0.225134164, 0.478718609, 0.0300220363, 0.090218924,
+                                   0.259630263,  0.62012881,  0.270145178, 0.325243711, 0.260917991, 0.143693075};
+  expect_close(softmax(x, 2), sm2);
+  expect_close(softmax(x, -1), sm2);
+  expect_close(log_softmax(x, -1), {-3.13880944, -2.07965064, -1.20438027, -0.631461561, -0.892186046, -1.10517991,
+                                    -1.69536459, -2.5828619, -0.417721808, -1.51550531, -2.49780178, -3.23166203,
+                                    -1.9170289, -1.90311074, -1.49105883, -0.736642361, -3.50582361, -2.40551615,
+                                    -1.34849668, -0.477828085, -1.30879581, -1.12318051, -1.34354913, -1.94007576});
+}
+
+TEST(SoftmaxTest, LargeLogitsStayFiniteAndExact) {
+  Tensor x = seq({3, 5}, 0.7, 3.0);
+  {
+    std::vector<float> v = to_vector<float>(x);
+    for (int i = 0; i < 5; ++i) v[i] += 1e4f, v[5 + i] -= 1e4f;
+    const float spread[] = {1e4f, -1e4f, 0.0f, 5e3f, -5e3f};
+    for (int i = 0; i < 5; ++i) v[10 + i] = spread[i];
+    x = from_vector<float>(v, {3, 5});
+  }
+  expect_close(softmax(x, 1), {0.0979203519854, 0.197033381452, 0.277590387502, 0.261537136912, 0.165918742148,
+                               0.647613999704, 0.235008800974, 0.0780292613533, 0.0274980516177, 0.0118498863509, 1, 0,
+                               0, 0, 0});
+  expect_close(log_softmax(x, 1), {-2.3236008656, -1.6243821156, -1.2816086781, -1.3411789906, -1.7962571156,
+                                   -0.434460439586, -1.44813231459, -2.55067137709, -3.59364012709, -4.43543700209, 0,
+                                   -20000, -10000, -5000, -15000});
+  // Also along dim 0, where the lanes path (inner > 1) runs.
+  for (double v : to_vector<double>(log_softmax(x.t().contiguous(), 0))) EXPECT_TRUE(std::isfinite(v));
+}
+
+TEST(SoftmaxTest, ParallelPathsAgreeWithTransposedLayout) {
+  // 300 x 700: rows above the parallel grain, and the lane-block path (dim 0, inner 700 > 256).
+  Tensor x = seq({300, 700}, 0.4, 6.0, DType::Float64);
+  Tensor by_rows = softmax(x.t().contiguous(), 1);
+  Tensor by_lanes = softmax(x, 0);
+  expect_close(by_lanes.t().contiguous(), to_vector<double>(by_rows), 1e-12, 1e-15);
+  Tensor l_rows = log_softmax(x.t().contiguous(), 1), l_lanes = log_softmax(x, 0);
+  expect_close(l_lanes.t().contiguous(), to_vector<double>(l_rows), 1e-12, 1e-12);
+  for (double s : to_vector<double>(sum(by_lanes, {0}))) EXPECT_NEAR(s, 1.0, 1e-12);
+}
+
+TEST(SoftmaxTest, BadDimIsRefused) {
+  EXPECT_THAT(error_of([] { softmax(ones({2, 3}), 2); }), HasSubstr("softmax: dimension 2 out of range"));
+}
+
+// ---- dropout ------------------------------------------------------------------------------------
+
+TEST(DropoutTest, ZeroesAboutPAndScalesTheRest) {
+  manual_seed(123);
+  Tensor x = full({200000}, 2.0);
+  auto [y, mask] = native_dropout(x, 0.3, true);
+  const std::vector<float> v = to_vector<float>(y);
+  const std::vector<bool> m = to_vector<bool>(mask);
+  int64_t zeros_n = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (m[i]) EXPECT_FLOAT_EQ(v[i], 2.0f / 0.7f);
+    else EXPECT_EQ(v[i], 0.0f);
+    zeros_n += !m[i];
+  }
+  // Binomial(200000, 0.3): standard deviation ~205, so 5 sigma is ~0.005 of the count.
+  EXPECT_NEAR(static_cast<double>(zeros_n) / 200000.0, 0.3, 0.005);
+  EXPECT_NEAR(mean(y).item<double>(), 2.0, 0.02);  // the scaling keeps the expectation
+}
+
+TEST(DropoutTest, IdentityInEvalOrWithPZeroAndZerosWithPOne) {
+  Tensor x = seq({4, 5}, 0.1);
+  EXPECT_TRUE(dropout(x, 0.5, /*train=*/false).is_same(x));
+  EXPECT_TRUE(dropout(x, 0.0, true).is_same(x));
+  for (float v : to_vector<float>(dropout(x, 1.0, true))) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(DropoutTest, DeterministicUnderManualSeed) {
+  Tensor x = seq({1000}, 0.2);
+  manual_seed(7);
+  const std::vector<float> a = to_vector<float>(dropout(x, 0.5, true));
+  const std::vector<float> b = to_vector<float>(dropout(x, 0.5, true));  // the generator moved on
+  manual_seed(7);
+  const std::vector<float> c = to_vector<float>(dropout(x, 0.5, true));
+  EXPECT_EQ(a, c);
+  EXPECT_NE(a, b);
+}
+
+TEST(DropoutTest, BackwardUsesTheMask) {
+  Tensor g = full({3, 2}, 1.5);
+  Tensor mask = from_vector<bool>({true, false, true, true, false, false}, {3, 2});
+  EXPECT_EQ(to_vector<float>(native_dropout_backward(g, mask, 2.0)), (std::vector<float>{3, 0, 3, 3, 0, 0}));
+}
+
+TEST(DropoutTest, BadProbabilityIsRefused) {
+  EXPECT_EQ(error_of([] { dropout(ones({2}), 1.5, true); }), "dropout: probability has to be between 0 and 1, but got 1.5");
+}
