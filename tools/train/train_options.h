@@ -1,0 +1,40 @@
+#pragma once
+// Everything qflow-train can be told; defaults follow the CIFAR recipe behind the published
+// ResNet18 figures (SGD 0.1, momentum 0.9, weight decay 5e-4, cosine, batch 128, crop+flip).
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qflow::tools {
+
+struct TrainOptions {
+  std::string model = "resnet18";
+  std::string dataset = "cifar10";  // cifar10 | fashion-mnist | mnist | folder
+  std::string data;                 // directory (or CIFAR .tar.gz); empty = the dataset's default
+  int64_t epochs = 30;
+  int64_t batch_size = 128;
+  double lr = 0.1;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  std::string schedule = "cosine";  // cosine | multistep | constant
+  std::vector<int64_t> milestones;  // multistep; default: 50 % and 75 % of the epochs
+  double gamma = 0.1;
+  int64_t warmup_epochs = 0;
+  uint64_t seed = 0;
+  int threads = 0;  // 0 = all cores
+  int workers = 2;
+  bool augment = true;
+  std::string checkpoint_dir = "runs/train";
+  bool resume = false;
+  bool eval_only = false;
+  int64_t subset = 0;       // train on the first N samples only (0 = all)
+  int64_t test_subset = 0;  // evaluate on the first N test samples only (0 = all)
+  std::string weights;      // start from a plain state_dict (.safetensors)
+};
+
+/// Declares the flags on `app`, writing into `o`.
+void add_train_options(CLI::App& app, TrainOptions& o);
+
+}  // namespace qflow::tools

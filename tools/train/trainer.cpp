@@ -1,0 +1,179 @@
+#include "trainer.h"
+
+#include <filesystem>
+#include <thread>
+
+#include "../common/progress_bar.h"
+#include "qflow/nn/checkpoint.h"
+
+namespace qflow::tools {
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+namespace {
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  return logits.argmax(1).eq(labels).sum().item<int64_t>();
+}
+
+std::string file_in(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
+
+}  // namespace
+
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+  NoGradGuard no_grad;
+  model.eval();
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (data::Batch& b : loader) {
+    const Tensor logits = model(b.images);
+    loss_sum += cross_entropy(logits, b.labels, Tensor(), Reduction::Sum).item<double>();
+    correct += count_correct(logits, b.labels);
+    r.samples += b.size();
+  }
+  model.train();
+  if (r.samples > 0) {
+    r.loss = loss_sum / static_cast<double>(r.samples);
+    r.accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(r.samples);
+  }
+  return r;
+}
+
+Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {}
+
+void Trainer::build() {
+  set_num_threads(o_.threads > 0 ? o_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  manual_seed(o_.seed);
+  data_ = make_data(o_);
+  model_ = models::create(o_.model, {.num_classes = data_.train->num_classes(), .in_channels = data_.channels,
+                                     .image_size = data_.image_size});
+  if (!o_.weights.empty()) model_->load_state_dict(nn::load(o_.weights));
+  train_loader_ = std::make_unique<data::DataLoader>(
+      data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
+                                           .num_workers = o_.workers, .transform = data_.train_transform});
+  test_loader_ = std::make_unique<data::DataLoader>(
+      data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers, .transform = data_.test_transform});
+  optimizer_ = std::make_unique<nn::optim::SGD>(
+      model_->parameters(), nn::optim::SGDOptions{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay});
+  std::vector<std::shared_ptr<nn::optim::LRScheduler>> parts;
+  if (o_.warmup_epochs > 0) parts.push_back(std::make_shared<nn::optim::LinearWarmup>(*optimizer_, o_.warmup_epochs));
+  if (o_.schedule == "cosine") {
+    parts.push_back(std::make_shared<nn::optim::CosineAnnealingLR>(*optimizer_, o_.epochs));
+  } else if (o_.schedule == "multistep") {
+    auto ms = o_.milestones.empty() ? std::vector<int64_t>{o_.epochs / 2, o_.epochs * 3 / 4} : o_.milestones;
+    parts.push_back(std::make_shared<nn::optim::MultiStepLR>(*optimizer_, ms, o_.gamma));
+  }
+  scheduler_ = std::make_shared<nn::optim::ChainedScheduler>(*optimizer_, parts);
+  int64_t params = 0;
+  for (const Tensor& p : model_->parameters()) params += p.numel();
+  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} train / {} test images, {} classes, {} threads\n", o_.model,
+             static_cast<double>(params) / 1e6, o_.dataset, data_.train->size(), data_.test->size(),
+             data_.train->num_classes(), num_threads());
+}
+
+int Trainer::evaluate_only() {
+  const std::string weights = o_.weights.empty() ? file_in(o_.checkpoint_dir, "best.safetensors") : o_.weights;
+  QFLOW_CHECK(std::filesystem::exists(weights), "qflow-train: --eval-only needs --weights FILE or {}", weights);
+  model_->load_state_dict(nn::load(weights));
+  const EvalResult r = evaluate(*model_, *test_loader_);
+  fmt::print("eval {}: test loss {:.4f}  accuracy {:.2f}% ({} images)\n", weights, r.loss, r.accuracy, r.samples);
+  return 0;
+}
+
+void Trainer::save_last(int64_t epoch, int64_t step) const {
+  nn::save_training_checkpoint(file_in(o_.checkpoint_dir, "last.safetensors"), *model_, *optimizer_, scheduler_.get(),
+                               {.epoch = epoch, .step = step},
+                               {{"model", o_.model}, {"dataset", o_.dataset}, {"best_acc", fmt::format("{:.17g}", best_acc_)},
+                                {"epoch_loss_sum", fmt::format("{:.17g}", loss_sum_)}, {"epoch_correct", std::to_string(correct_)},
+                                {"epoch_seen", std::to_string(seen_)}});
+}
+
+bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
+  model_->train();
+  train_loader_->set_epoch(static_cast<uint64_t>(epoch));
+  ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, o_.epochs), train_loader_->size());
+  int64_t step = 0;
+  auto fields = [&] {
+    return seen_ == 0 ? std::string("loss -     acc -    ")
+                      : fmt::format("loss {:.4f} acc {:5.2f}%", loss_sum_ / static_cast<double>(seen_),
+                                    100.0 * static_cast<double>(correct_) / static_cast<double>(seen_));
+  };
+  for (data::Batch& b : *train_loader_) {
+    if (step < skip) {  // resuming mid-epoch: these batches were already trained on
+      ++step;
+      bar.update(1, 0, fields());
+      continue;
+    }
+    const Tensor logits = (*model_)(b.images);
+    const Tensor loss = cross_entropy(logits, b.labels);
+    optimizer_->zero_grad();
+    loss.backward();
+    optimizer_->step();
+    loss_sum_ += loss.item<double>() * static_cast<double>(b.size());
+    correct_ += count_correct(logits.detach(), b.labels);
+    seen_ += b.size();
+    ++step;
+    bar.update(1, b.size(), fields());
+    if (stop_requested().load()) {
+      save_last(epoch, step);
+      bar.finish(fields());
+      fmt::print("\nqflow-train: interrupted; state saved to {} (continue with --resume)\n",
+                 file_in(o_.checkpoint_dir, "last.safetensors"));
+      return false;
+    }
+  }
+  bar.finish(fields());
+  return true;
+}
+
+int Trainer::run() {
+  build();
+  if (o_.eval_only) return evaluate_only();
+  std::filesystem::create_directories(o_.checkpoint_dir);
+  int64_t start_epoch = 0, start_step = 0;
+  if (o_.resume) {
+    const std::string last = file_in(o_.checkpoint_dir, "last.safetensors");
+    QFLOW_CHECK(std::filesystem::exists(last), "qflow-train: --resume: no checkpoint at {}", last);
+    nn::CheckpointMetadata meta;
+    const auto p = nn::load_training_checkpoint(last, *model_, *optimizer_, scheduler_.get(), &meta);
+    start_epoch = p.epoch, start_step = p.step;
+    best_acc_ = std::stod(meta.at("best_acc"));
+    loss_sum_ = std::stod(meta.at("epoch_loss_sum"));
+    correct_ = std::stoll(meta.at("epoch_correct"));
+    seen_ = std::stoll(meta.at("epoch_seen"));
+    fmt::print("qflow-train: resuming at epoch {} batch {}\n", start_epoch + 1, start_step);
+  }
+  RunLog log(o_.checkpoint_dir, o_.resume, start_epoch);
+  for (int64_t epoch = start_epoch; epoch < o_.epochs; ++epoch) {
+    const double lr = optimizer_->lr(0);
+    ProgressBar timer("", 1);
+    if (!train_epoch(epoch, epoch == start_epoch ? start_step : 0)) return 130;
+    const double seconds = timer.elapsed_seconds();
+    const EvalResult test = evaluate(*model_, *test_loader_);
+    const EpochRecord rec{epoch + 1, loss_sum_ / static_cast<double>(std::max<int64_t>(seen_, 1)),
+                          100.0 * static_cast<double>(correct_) / static_cast<double>(std::max<int64_t>(seen_, 1)), test.loss,
+                          test.accuracy, lr, static_cast<double>(seen_) / std::max(seconds, 1e-9), seconds};
+    scheduler_->step();
+    loss_sum_ = 0, correct_ = 0, seen_ = 0;
+    const bool best = test.accuracy > best_acc_;
+    if (best) {
+      best_acc_ = test.accuracy;
+      nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"));
+    }
+    save_last(epoch + 1, 0);
+    log.append(rec);
+    log.plot();
+    fmt::print("epoch {}/{}: train loss {:.4f} acc {:.2f}% | test loss {:.4f} acc {:.2f}%{} | lr {:.4g} | {:.0f} img/s\n",
+               epoch + 1, o_.epochs, rec.train_loss, rec.train_acc, rec.test_loss, rec.test_acc, best ? " (best)" : "", lr,
+               rec.images_per_s);
+  }
+  fmt::print("qflow-train: best test accuracy {:.2f}%; checkpoints, log.csv, log.jsonl and curves.png in {}\n", best_acc_,
+             o_.checkpoint_dir);
+  return 0;
+}
+
+}  // namespace qflow::tools

@@ -1,0 +1,50 @@
+#pragma once
+// One qflow-train run: data, model, SGD with a schedule, per-epoch evaluation, checkpoints
+// (last = full training state, best = plain weights), logs and curves.
+#include <atomic>
+#include <memory>
+
+#include "data_setup.h"
+#include "qflow/qflow.h"
+#include "run_log.h"
+#include "train_options.h"
+
+namespace qflow::tools {
+
+/// Set by the SIGINT handler; the trainer saves and stops at the next batch boundary.
+std::atomic<bool>& stop_requested();
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;  // accuracy in %
+  int64_t samples = 0;
+};
+
+/// Mean cross-entropy and top-1 accuracy of `model` (in eval mode) over `loader`.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader);
+
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions options);
+  /// Runs the whole job; returns the process exit status (130 after Ctrl-C).
+  int run();
+
+ private:
+  void build();
+  int evaluate_only();
+  /// Trains epoch `epoch` from batch `skip`; returns false when stopped by Ctrl-C.
+  bool train_epoch(int64_t epoch, int64_t skip);
+  void save_last(int64_t epoch, int64_t step) const;
+
+  TrainOptions o_;
+  DataSetup data_;
+  nn::ModulePtr model_;
+  std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
+  std::unique_ptr<nn::optim::SGD> optimizer_;
+  std::shared_ptr<nn::optim::LRScheduler> scheduler_;
+  // Running sums of the epoch in progress (kept in checkpoints so a resumed epoch reports
+  // the same figures as an uninterrupted one).
+  double loss_sum_ = 0, best_acc_ = 0;
+  int64_t correct_ = 0, seen_ = 0;
+};
+
+}  // namespace qflow::tools
