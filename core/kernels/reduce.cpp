@@ -107,10 +107,8 @@ struct VarReducer {
       s[0] += d;
       s2[0] += d * d;
     }
-    for (int l = 0; l < kLanes; ++l) {
-      a.s += s[l];
-      a.s2 += s2[l];
-    }
+    a.s += fold_lanes(s);
+    a.s2 += fold_lanes(s2);
   }
   void combine(acc_t& a, const acc_t& b) const {
     a.s += b.s;

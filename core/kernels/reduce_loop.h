@@ -58,20 +58,27 @@ std::vector<int64_t> reduced_shape(const std::vector<int64_t>& sizes, const std:
 namespace detail {
 
 /// Walks the row-major positions of a strided index space, tracking the memory offset.
+/// Allocation-free up to kInline dims: one is made per output on hot paths.
 class Odometer {
  public:
-  Odometer(const int64_t* sizes, const int64_t* strides, int64_t ndim)
-      : sizes_(sizes), strides_(strides), idx_(static_cast<size_t>(ndim), 0) {}
+  Odometer(const int64_t* sizes, const int64_t* strides, int64_t ndim) : sizes_(sizes), strides_(strides), ndim_(ndim) {
+    if (ndim > kInline) heap_.resize(static_cast<size_t>(ndim));
+    idx_ = ndim > kInline ? heap_.data() : inline_;
+    std::fill(idx_, idx_ + ndim, int64_t{0});
+  }
+  Odometer(const Odometer&) = delete;
+  Odometer& operator=(const Odometer&) = delete;
+
   void seek(int64_t flat) {
     offset_ = 0;
-    for (int64_t d = static_cast<int64_t>(idx_.size()) - 1; d >= 0; --d) {
+    for (int64_t d = ndim_ - 1; d >= 0; --d) {
       idx_[d] = flat % sizes_[d];
       flat /= sizes_[d];
       offset_ += idx_[d] * strides_[d];
     }
   }
   void next() {
-    for (int64_t d = static_cast<int64_t>(idx_.size()) - 1; d >= 0; --d) {
+    for (int64_t d = ndim_ - 1; d >= 0; --d) {
       offset_ += strides_[d];
       if (++idx_[d] < sizes_[d]) return;
       offset_ -= idx_[d] * strides_[d];
@@ -81,9 +88,13 @@ class Odometer {
   int64_t offset() const { return offset_; }
 
  private:
+  static constexpr int64_t kInline = 8;
   const int64_t* sizes_;
   const int64_t* strides_;
-  std::vector<int64_t> idx_;
+  int64_t ndim_;
+  int64_t inline_[kInline];
+  std::vector<int64_t> heap_;
+  int64_t* idx_;
   int64_t offset_ = 0;
 };
 
@@ -92,10 +103,11 @@ inline constexpr int64_t kSplitMaxOutputs = 64;
 inline constexpr int64_t kSplitChunkWork = 32768;
 inline constexpr int64_t kSplitMaxChunks = 1024;
 
-// Reduced positions [rb, re) of the output whose first input element is `p`, in rows.
-template <typename R>
-void accumulate_rows(const ReducePlan& plan, const typename R::input_t* p, int64_t rb, int64_t re,
-                     typename R::acc_t& acc, const R& r) {
+// Calls seg(offset, n, pos) for the runs of the innermost reduced dim that cover reduced
+// positions [rb, re): `offset` is relative to an output's first input element, `pos` is the
+// position of the run's first element.
+template <typename Seg>
+void for_each_segment(const ReducePlan& plan, int64_t rb, int64_t re, const Seg& seg) {
   const int64_t nd = static_cast<int64_t>(plan.red_sizes.size());
   const int64_t inner = plan.red_sizes.back(), stride = plan.red_strides.back();
   Odometer rows(plan.red_sizes.data(), plan.red_strides.data(), nd - 1);
@@ -103,11 +115,19 @@ void accumulate_rows(const ReducePlan& plan, const typename R::input_t* p, int64
   int64_t col = rb % inner;
   for (int64_t pos = rb; pos < re;) {
     const int64_t n = std::min(inner - col, re - pos);
-    r.row(acc, p + rows.offset() + col * stride, stride, n, pos);
+    seg(rows.offset() + col * stride, n, pos);
     pos += n;
     col = 0;
     rows.next();
   }
+}
+
+// Reduced positions [rb, re) of the output whose first input element is `p`, in rows.
+template <typename R>
+void accumulate_rows(const ReducePlan& plan, const typename R::input_t* p, int64_t rb, int64_t re,
+                     typename R::acc_t& acc, const R& r) {
+  const int64_t stride = plan.red_strides.back();
+  for_each_segment(plan, rb, re, [&](int64_t off, int64_t n, int64_t pos) { r.row(acc, p + off, stride, n, pos); });
 }
 
 // Reduced positions [rb, re) of `k` adjacent outputs (contiguous in the input from `p`).
@@ -175,15 +195,25 @@ void reduce(const ReducePlan& plan, const typename R::input_t* base, const R& r)
     return;
   }
   const detail::Units units(plan);
-  // Reduces positions [rb, re) of every output into acc[0, n_out).
-  auto run_all = [&](int64_t rb, int64_t re, Acc* acc) {
-    units.for_range(plan, 0, units.count, [&](int64_t o0, int64_t k, int64_t offset) {
-      if (units.vertical) detail::accumulate_block(plan, base + offset, k, rb, re, acc + o0, r);
-      else detail::accumulate_rows(plan, base + offset, rb, re, acc[o0], r);
-    });
-  };
-
   if (n_out <= detail::kSplitMaxOutputs && n_red >= 2 * kParallelGrain) {
+    // Input offsets of the outputs, so that each run of reduced positions is read for all
+    // outputs in turn: memory order when kept dims sit between reduced ones (N, C, H, W → C).
+    std::vector<int64_t> out_offset;
+    units.for_range(plan, 0, units.count, [&](int64_t, int64_t, int64_t offset) { out_offset.push_back(offset); });
+    const int64_t stride = plan.red_strides.back();
+    // Reduces positions [rb, re) of every output into acc[0, n_out).
+    auto run_all = [&](int64_t rb, int64_t re, Acc* acc) {
+      if (units.vertical) {
+        units.for_range(plan, 0, units.count, [&](int64_t o0, int64_t k, int64_t offset) {
+          detail::accumulate_block(plan, base + offset, k, rb, re, acc + o0, r);
+        });
+        return;
+      }
+      detail::for_each_segment(plan, rb, re, [&](int64_t off, int64_t n, int64_t pos) {
+        for (int64_t o = 0; o < n_out; ++o) r.row(acc[o], base + out_offset[o] + off, stride, n, pos);
+      });
+    };
+
     const int64_t len = std::max((n_red + detail::kSplitMaxChunks - 1) / detail::kSplitMaxChunks,
                                  (detail::kSplitChunkWork + n_out - 1) / n_out);
     const int64_t chunks = (n_red + len - 1) / len;

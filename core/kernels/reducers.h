@@ -13,7 +13,16 @@ namespace qflow::kernels {
 template <typename T>
 using sum_acc_t = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
-inline constexpr int kLanes = 8;
+/// Independent accumulators per row: enough to hide the add latency of two vector units.
+inline constexpr int kLanes = 16;
+
+/// Pairwise sum of the lanes.
+template <typename Acc>
+Acc fold_lanes(Acc* lane) {
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
 
 /// Sum of p[0, n) in Acc: independent lanes let the compiler vectorise without reassociating
 /// one chain, and blocks keep every partial sum short (cascade summation).
@@ -28,7 +37,7 @@ Acc lane_sum(const T* p, int64_t n) {
     for (; i + kLanes <= e; i += kLanes)
       for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<Acc>(p[i + l]);
     for (int l = 0; i < e; ++i, ++l) lane[l] += static_cast<Acc>(p[i]);
-    total += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    total += fold_lanes(lane);
   }
   return total;
 }
@@ -78,21 +87,54 @@ struct Extremum {
     if constexpr (std::is_floating_point_v<T>) return wins || (v != v && a == a);
     else return wins;
   }
-  /// The extremum of p[0, n*stride), NaN if any element is NaN.
+  /// The extremum of p[0, n*stride), NaN if any element is NaN. The NaN test is separate so
+  /// the main loop is a plain max/min reduction, which `omp simd` vectorises (GCC will not
+  /// vectorise the NaN-aware select on its own).
   static T of_row(const T* p, int64_t stride, int64_t n) {
     T best = identity();
     if (stride != 1) {
       for (int64_t i = 0; i < n; ++i) best = pick(best, p[i * stride]);
       return best;
     }
-    T lane[kLanes];
-    std::fill(lane, lane + kLanes, identity());
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) lane[l] = pick(lane[l], p[i + l]);
-    for (; i < n; ++i) best = pick(best, p[i]);
-    for (int l = 0; l < kLanes; ++l) best = pick(best, lane[l]);
+    int nan = 0;
+    if constexpr (IsMax) {
+#pragma omp simd reduction(max : best) reduction(| : nan)
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = p[i];
+        best = v > best ? v : best;
+        if constexpr (std::is_floating_point_v<T>) nan |= (v != v);
+      }
+    } else {
+#pragma omp simd reduction(min : best) reduction(| : nan)
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = p[i];
+        best = v < best ? v : best;
+        if constexpr (std::is_floating_point_v<T>) nan |= (v != v);
+      }
+    }
+    if constexpr (std::is_floating_point_v<T>)
+      if (nan) return std::numeric_limits<T>::quiet_NaN();
     return best;
+  }
+  /// Position of the first element of p[0, n*stride) equal to `value` (NaN matches NaN);
+  /// `value` must occur. Contiguous rows are scanned a block at a time.
+  static int64_t find(const T* p, int64_t stride, int64_t n, T value) {
+    auto hit = [value](T v) {
+      if constexpr (std::is_floating_point_v<T>) return value != value ? v != v : v == value;
+      else return v == value;
+    };
+    int64_t i = 0;
+    if (stride == 1) {
+      constexpr int64_t kBlock = 64;
+      for (; i + kBlock <= n; i += kBlock) {
+        int any = 0;
+#pragma omp simd reduction(| : any)
+        for (int64_t j = i; j < i + kBlock; ++j) any |= hit(p[j]);
+        if (any) break;
+      }
+    }
+    while (!hit(p[i * stride])) ++i;
+    return i;
   }
 };
 
@@ -131,16 +173,8 @@ struct ArgExtremumReducer {
   void row(acc_t& a, const T* p, int64_t stride, int64_t n, int64_t idx0) const {
     const T best = E::of_row(p, stride, n);
     if (!E::beats(best, a.value)) return;
-    int64_t i = 0;
-    if constexpr (std::is_floating_point_v<T>) {
-      if (best != best) {
-        while (p[i * stride] == p[i * stride]) ++i;
-        a = {best, idx0 + i};
-        return;
-      }
-    }
-    while (p[i * stride] != best) ++i;
-    a = {best, idx0 + i};
+    const int64_t i = E::find(p, stride, n, best);
+    a = {p[i * stride], idx0 + i};  // the element itself: -0.0 and 0.0 compare equal
   }
   void combine(acc_t& a, const acc_t& b) const {
     if (E::beats(b.value, a.value)) a = b;

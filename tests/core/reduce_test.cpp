@@ -153,6 +153,91 @@ TEST(ReduceTest, MeanRejectsIntegers) {
               ::testing::HasSubstr("mean: expected a floating point input, got int64"));
 }
 
+namespace {
+
+// Naive reference of a reduction of `x` (any layout) over `dims`: elements visited in logical
+// row-major order, outputs in the kept dims' row-major order.
+struct Reference {
+  std::vector<double> sum, max;
+  std::vector<int64_t> argmax;  // position within the reduced dims (row-major)
+};
+
+Reference reference(const Tensor& x, const std::vector<int64_t>& dims) {
+  const auto v = to_vector<double>(x);
+  const auto& sizes = x.sizes();
+  std::vector<bool> red(sizes.size(), false);
+  for (int64_t d : dims) red[d] = true;
+  int64_t n_out = 1;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (!red[d]) n_out *= sizes[d];
+  Reference r{std::vector<double>(n_out, 0.0), std::vector<double>(n_out, -INFINITY), std::vector<int64_t>(n_out, 0)};
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t rest = static_cast<int64_t>(i), out = 0, pos = 0, out_scale = 1, pos_scale = 1;
+    for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+      const int64_t idx = rest % sizes[d];
+      rest /= sizes[d];
+      if (red[d]) {
+        pos += idx * pos_scale;
+        pos_scale *= sizes[d];
+      } else {
+        out += idx * out_scale;
+        out_scale *= sizes[d];
+      }
+    }
+    r.sum[out] += v[i];
+    if (v[i] > r.max[out]) {
+      r.max[out] = v[i];
+      r.argmax[out] = pos;
+    }
+  }
+  return r;
+}
+
+// Small integers keep float sums exact; repeats exercise the first-index rule.
+Tensor pattern(const IntList& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7919) % 13) - 6.0f;
+  return from_vector(v, sizes);
+}
+
+}  // namespace
+
+// Every schedule (horizontal, vertical, split, split with kept dims between reduced ones)
+// and layout (contiguous, permuted, sliced) against the naive reference.
+TEST(ReduceTest, MatchesNaiveReferenceOnManyLayouts) {
+  struct Case {
+    Tensor x;
+    std::vector<int64_t> dims;
+  };
+  const std::vector<Case> cases = {
+      {pattern({3, 5, 600}), {1}},                                   // vertical, several blocks
+      {pattern({3, 5, 600}), {0, 2}},                                // horizontal, 2 reduced dims
+      {pattern({128, 8, 32, 32}), {0, 2, 3}},                        // split, C kept between reduced
+      {pattern({128, 8, 32, 32}), {0}},                              // vertical, many outputs
+      {pattern({70000, 3}), {0}},                                    // split, too narrow for vertical
+      {pattern({70000, 8}), {0}},                                    // split and vertical
+      {pattern({300, 400}).t(), {0}},                                // transposed
+      {pattern({300, 400}).t(), {0, 1}},                             // everything, transposed
+      {pattern({40, 30, 20}).permute({2, 0, 1}), {1}},               // permuted
+      {pattern({40, 30, 20}).slice(1, 1, std::nullopt, 3), {0, 2}},  // sliced
+      {pattern({2, 140000}).slice(1, 0, std::nullopt, 2), {1}},      // strided rows, split
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("shape {} strides {} dims {}", c.x.sizes(), c.x.strides(), c.dims));
+    const Reference ref = reference(c.x, c.dims);
+    EXPECT_EQ(to_vector<double>(sum(c.x, c.dims)), ref.sum);
+    EXPECT_EQ(to_vector<double>(amax(c.x, c.dims)), ref.max);
+    if (c.dims.size() == 1) {
+      auto [values, indices] = max(c.x, c.dims[0]);
+      EXPECT_EQ(to_vector<double>(values), ref.max);
+      EXPECT_EQ(to_vector<int64_t>(indices), ref.argmax);
+    }
+    if (c.dims.size() == static_cast<size_t>(c.x.dim())) EXPECT_EQ(argmax(c.x).item<int64_t>(), ref.argmax[0]);
+  }
+}
+
 // ---- var / std --------------------------------------------------------------------------------
 
 TEST(ReduceTest, VarAndStdMatchPyTorch) {
