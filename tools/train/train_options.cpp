@@ -35,6 +35,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--test-subset", o.test_subset, "Evaluate on the first N test samples only");
   app.add_option("--weights", o.weights, "Start from a plain state_dict (.safetensors), e.g. exported from PyTorch")
       ->check(CLI::ExistingFile);
+  app.add_option("--stop-after", o.stop_after,
+                 "Stop after this many epochs with a resumable checkpoint (split a run across sessions)");
 }
 
 }  // namespace qflow::tools

@@ -32,6 +32,7 @@ struct TrainOptions {
   int64_t subset = 0;       // train on the first N samples only (0 = all)
   int64_t test_subset = 0;  // evaluate on the first N test samples only (0 = all)
   std::string weights;      // start from a plain state_dict (.safetensors)
+  int64_t stop_after = 0;   // stop (as after Ctrl-C) once this many epochs are done (0 = never)
 };
 
 /// Declares the flags on `app`, writing into `o`.

@@ -170,6 +170,10 @@ int Trainer::run() {
     fmt::print("epoch {}/{}: train loss {:.4f} acc {:.2f}% | test loss {:.4f} acc {:.2f}%{} | lr {:.4g} | {:.0f} img/s\n",
                epoch + 1, o_.epochs, rec.train_loss, rec.train_acc, rec.test_loss, rec.test_acc, best ? " (best)" : "", lr,
                rec.images_per_s);
+    if (o_.stop_after > 0 && epoch + 1 >= o_.stop_after && epoch + 1 < o_.epochs) {
+      fmt::print("qflow-train: stopping after epoch {} as asked; continue with --resume\n", epoch + 1);
+      return 0;
+    }
   }
   fmt::print("qflow-train: best test accuracy {:.2f}%; checkpoints, log.csv, log.jsonl and curves.png in {}\n", best_acc_,
              o_.checkpoint_dir);
