@@ -6,16 +6,13 @@
 namespace qflow::autograd {
 namespace {
 
-// Flat inputs: input, weight and, when given, bias.
+// Flat inputs: input, weight, bias (an undefined slot when None, so needs_grad(2) is false).
 // Arguments: input, weight, bias, stride, padding, dilation, groups.
 TensorList conv2d_backward_rule(const BackwardContext& ctx, const TensorList& g) {
-  const bool has_bias = ctx.num_inputs() == 3;
   auto [gi, gw, gb] = conv2d_backward(g[0], ctx.input(0), ctx.input(1), ctx.arg(3).int_list(), ctx.arg(4).int_list(),
                                       ctx.arg(5).int_list(), ctx.arg(6).to_int(), ctx.needs_grad(0), ctx.needs_grad(1),
-                                      has_bias && ctx.needs_grad(2));
-  TensorList grads{gi, gw};
-  if (has_bias) grads.push_back(gb);
-  return grads;
+                                      ctx.needs_grad(2));
+  return {gi, gw, gb};
 }
 
 }  // namespace

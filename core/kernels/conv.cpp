@@ -48,9 +48,10 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias
   if (g.n == 0) return;
   if (g.pointwise() && chunk == 1) {  // the input plane (C, H W) is the column matrix
     for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t grp = 0; grp < g.groups; ++grp)
+      for_each_group(g.groups, Og * L * Kg, [&](int64_t grp) {
         gemm<T>(false, false, Og, L, Kg, T(1), w + grp * Og * Kg, Kg, x + n * in_image + grp * Kg * L, L, T(0),
                 y + (n * g.o + grp * Og) * L, L);
+      });
     if (bias) add_bias(y, bias, g.n, g.o, L);
     return;
   }
@@ -61,9 +62,11 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias
     im2col(g, x + n0 * in_image, b, col.data_ptr<T>());
     // One image: the GEMM result (O, L) already is the NCHW slab of that image.
     T* dst = b == 1 ? y + n0 * g.o * L : staging.data_ptr<T>();
-    for (int64_t grp = 0; grp < g.groups; ++grp)
-      gemm<T>(false, false, Og, width, Kg, T(1), w + grp * Og * Kg, Kg, col.data_ptr<T>() + grp * Kg * width, width,
-              T(0), dst + grp * Og * width, width);
+    const T* cols = col.data_ptr<T>();
+    for_each_group(g.groups, Og * width * Kg, [&](int64_t grp) {
+      gemm<T>(false, false, Og, width, Kg, T(1), w + grp * Og * Kg, Kg, cols + grp * Kg * width, width, T(0),
+              dst + grp * Og * width, width);
+    });
     if (b == 1) {
       if (bias) add_bias(dst, bias, 1, g.o, L);
     } else {

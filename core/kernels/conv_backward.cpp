@@ -53,13 +53,13 @@ template <typename T>
 void pointwise_backward(const ConvGeometry& g, const T* gy, const T* x, const T* w, T* gx, T* gw) {
   const int64_t L = g.l(), Og = g.og(), Cg = g.kg();
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
+    for_each_group(g.groups, Og * Cg * L, [&](int64_t grp) {
       const T* dy = gy + (n * g.o + grp * Og) * L;
       if (gw)
         gemm<T>(false, true, Og, Cg, L, T(1), dy, L, x + (n * g.c + grp * Cg) * L, L, n == 0 ? T(0) : T(1),
                 gw + grp * Og * Cg, Cg);
       if (gx) gemm<T>(true, false, Cg, L, Og, T(1), w + grp * Og * Cg, Cg, dy, L, T(0), gx + (n * g.c + grp * Cg) * L, L);
-    }
+    });
   }
 }
 
@@ -83,14 +83,16 @@ void input_weight_grads(const ConvGeometry& g, const T* gy, const T* x, const T*
     }
     if (gw) {
       im2col(g, x + n0 * in_image, b, col);
-      for (int64_t grp = 0; grp < g.groups; ++grp)
+      for_each_group(g.groups, Og * Kg * width, [&](int64_t grp) {
         gemm<T>(false, true, Og, Kg, width, T(1), dy + grp * Og * width, width, col + grp * Kg * width, width,
                 n0 == 0 ? T(0) : T(1), gw + grp * Og * Kg, Kg);
+      });
     }
     if (gx) {
-      for (int64_t grp = 0; grp < g.groups; ++grp)
+      for_each_group(g.groups, Og * Kg * width, [&](int64_t grp) {
         gemm<T>(true, false, Kg, width, Og, T(1), w + grp * Og * Kg, Kg, dy + grp * Og * width, width, T(0),
                 col + grp * Kg * width, width);
+      });
       col2im(g, col, b, gx + n0 * in_image);
     }
   }

@@ -14,10 +14,12 @@
 // BLAS wide matrices; Y / dY are (O, B, L) then and are moved from / to the (B, O, L) layout
 // of NCHW once per chunk. OpenBLAS threads each GEMM; im2col/col2im are parallel loops.
 // A 1x1, stride-1, unpadded conv needs no unfolding at all: the input plane (C, H W) is col.
+#include <algorithm>
 #include <cstddef>
 #include <string_view>
 #include <vector>
 
+#include "qflow/core/parallel.h"
 #include "qflow/core/tensor.h"
 
 namespace qflow::kernels {
@@ -61,6 +63,23 @@ void col2im(const ConvGeometry& g, const T* col, int64_t images, T* dx);
 /// non-null. Moves GEMM results between the (O, B, L) and NCHW (B, O, L) layouts.
 template <typename T>
 void swap_outer_dims(const T* src, int64_t a, int64_t b, int64_t l, const T* bias, T* dst);
+
+/// Runs fn(group) for every group's GEMM of `gemm_work` multiply-adds: spread over our
+/// threads when OpenBLAS would run each on one thread anyway (at most 65536 * 4 multiply-adds,
+/// its SMP threshold; e.g. depthwise convs), one by one otherwise so each GEMM gets every
+/// core. Groups write disjoint outputs.
+template <typename Fn>
+void for_each_group(int64_t groups, int64_t gemm_work, const Fn& fn) {
+  constexpr int64_t kSingleThreadGemmWork = 65536 * 4;
+  if (groups > 1 && gemm_work <= kSingleThreadGemmWork) {
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(gemm_work, 1));
+    parallel_for(groups, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t grp = begin; grp < end; ++grp) fn(grp);
+    });
+  } else {
+    for (int64_t grp = 0; grp < groups; ++grp) fn(grp);
+  }
+}
 
 /// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C through cblas_sgemm / cblas_dgemm.
 template <typename T>
