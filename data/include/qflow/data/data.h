@@ -1,0 +1,15 @@
+#pragma once
+// The data layer in one include: datasets, transforms, the loader and image I/O.
+#include "qflow/data/byte_reader.h"
+#include "qflow/data/cifar10.h"
+#include "qflow/data/data_loader.h"
+#include "qflow/data/dataset.h"
+#include "qflow/data/idx.h"
+#include "qflow/data/image_folder.h"
+#include "qflow/data/image_grid.h"
+#include "qflow/data/mnist.h"
+#include "qflow/data/png.h"
+#include "qflow/data/sample_rng.h"
+#include "qflow/data/tar_reader.h"
+#include "qflow/data/transform.h"
+#include "qflow/data/transforms.h"

@@ -1,0 +1,99 @@
+#pragma once
+// DataLoader: batches of transformed samples, optionally shuffled, produced by worker
+// threads ahead of the training loop.
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "qflow/data/dataset.h"
+#include "qflow/data/transform.h"
+
+namespace qflow::data {
+
+/// A batch: images (N, C, H, W) float32 and labels (N) int64.
+struct Batch {
+  Tensor images;
+  Tensor labels;
+  int64_t size() const { return labels.defined() ? labels.numel() : 0; }
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  /// Visit the samples in a random order, a new permutation each epoch (seed, epoch).
+  bool shuffle = false;
+  /// Seeds the permutation and the random transforms; see Note [Reproducible augmentation].
+  uint64_t seed = 0;
+  /// Drop the last batch when it would be smaller than batch_size.
+  bool drop_last = false;
+  /// Threads producing batches; 0 produces them on the calling thread.
+  int num_workers = 0;
+  /// Batches each worker may have ready or in progress ahead of the consumer.
+  int prefetch = 2;
+  /// Applied to every sample (may be null). Samples still uint8 after it are scaled to [0, 1].
+  TransformPtr transform = nullptr;
+};
+
+// Note [Deterministic loading]
+// An epoch is a fixed list of batches: batch b holds the samples at positions
+// [b * batch_size, (b + 1) * batch_size) of the epoch's order (a Philox permutation of
+// (seed, epoch) when shuffling), and each sample is transformed with the stream of
+// (seed, epoch, dataset index). Workers claim batch numbers from a shared counter and put
+// finished batches into a reorder window the consumer empties in batch order, so the batches
+// are identical for any num_workers — only their arrival time changes. The window holds at
+// most num_workers * prefetch batches, which bounds memory and lets workers stay ahead.
+// An exception in a worker travels with its batch and is rethrown by the consumer when that
+// batch is due, stopping the epoch.
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
+  /// Stops and joins the workers, also in the middle of an epoch.
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Batches per epoch.
+  int64_t size() const;
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+
+  /// The epoch the next begin() runs (it then advances by one, so a loop that never calls
+  /// set_epoch still gets a new order each epoch). Call it to resume at epoch e.
+  void set_epoch(uint64_t epoch);
+  uint64_t epoch() const { return next_epoch_; }
+
+  /// Starts an epoch (cancelling any epoch in progress).
+  void start_epoch();
+  /// The next batch of the current epoch; nullopt once the epoch is over.
+  std::optional<Batch> next();
+
+  class Iterator {
+   public:
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    Iterator() = default;
+    explicit Iterator(DataLoader* loader);
+    Batch& operator*() { return batch_; }
+    Batch* operator->() { return &batch_; }
+    Iterator& operator++();
+    bool operator==(const Iterator& other) const { return loader_ == other.loader_; }
+
+   private:
+    DataLoader* loader_ = nullptr;
+    Batch batch_;
+  };
+  /// `for (Batch& b : loader)` runs one epoch.
+  Iterator begin() { return Iterator(this); }
+  Iterator end() { return Iterator(); }
+
+ private:
+  struct Epoch;
+  void stop_epoch();
+
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  uint64_t next_epoch_ = 0;
+  std::unique_ptr<Epoch> epoch_;
+};
+
+}  // namespace qflow::data
