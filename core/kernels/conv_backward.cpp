@@ -1,8 +1,6 @@
 // 2-D convolution backward: conv2d_backward computes the requested gradients w.r.t. input,
 // weight and bias in one pass over the batch, sharing the column buffer between them.
 // See Note [Convolution as GEMM].
-#include <Eigen/Core>
-
 #include "im2col.h"
 #include "qflow/core/conv_ops.h"
 #include "qflow/core/dispatch.h"
@@ -33,6 +31,20 @@ ConvGeometry backward_geometry(const Stack& a) {
   return g;
 }
 
+// Sum of p[0, n) with 8 independent partial sums, which the compiler turns into vector adds
+// (a single accumulator would stay scalar: float addition is not associative).
+template <typename T>
+T plane_sum(const T* p, int64_t n) {
+  T part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] += p[i + k];
+  T s = 0;
+  for (; i < n; ++i) s += p[i];
+  for (int k = 0; k < 8; ++k) s += part[k];
+  return s;
+}
+
 // gb[o] = sum over n and positions of gy[n, o, :]; gy: (N, O, L).
 template <typename T>
 void bias_grad(const ConvGeometry& g, const T* gy, T* gb) {
@@ -41,8 +53,7 @@ void bias_grad(const ConvGeometry& g, const T* gy, T* gb) {
   parallel_for(g.o, grain, [&](int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) {
       T acc = 0;
-      for (int64_t n = 0; n < g.n; ++n)
-        acc += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(gy + (n * g.o + o) * L, L).sum();
+      for (int64_t n = 0; n < g.n; ++n) acc += plane_sum(gy + (n * g.o + o) * L, L);
       gb[o] = acc;
     }
   });
