@@ -28,6 +28,10 @@ DType arith_dtype(Arith k, DType common) {
 // out = a (op) alpha * b, computed in out's dtype.
 template <Arith K>
 void arith_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  // Truncating alpha = 2.5 to 2 would silently change the result; PyTorch refuses it too.
+  QFLOW_CHECK(is_floating(out.dtype()) || alpha.is_integral(),
+              "{}: for integral input tensors, argument alpha must not be a floating point number (got {})", arith_name(K),
+              alpha);
   const Tensor x = cast(a, out.dtype());
   const Tensor y = cast(b, out.dtype());
   const auto xs = broadcast_strides(x, out.sizes());
@@ -85,12 +89,19 @@ Stack arith_scalar_kernel(Stack& a) {
   return out(o);
 }
 
-// In-place: the result must keep self's shape and dtype (PyTorch refuses float into int).
+// PyTorch's can_cast: a result may narrow within its category (float64 into float32, int64
+// into int8), but not turn floating into integral, or a number into bool.
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  return from == DType::Bool || to != DType::Bool;
+}
+
+// In-place: the result must keep self's shape and be castable to self's dtype.
 void check_inplace(Arith k, const Tensor& self, const std::vector<int64_t>& shape, DType result) {
   QFLOW_CHECK(shape == self.sizes(), "{}_: result of shape {} cannot be written into self of shape {}", arith_name(k),
               shape, self.sizes());
-  QFLOW_CHECK(result == self.dtype() || promote_types(result, self.dtype()) == self.dtype(),
-              "{}_: result dtype {} cannot be cast to self's dtype {}", arith_name(k), result, self.dtype());
+  QFLOW_CHECK(can_cast(result, self.dtype()), "{}_: result dtype {} cannot be cast to self's dtype {}", arith_name(k),
+              result, self.dtype());
 }
 
 template <Arith K>

@@ -57,7 +57,8 @@ Stack pow_kernel(Stack& a) {
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_loop<T, T, T>(y, x, broadcast_strides(x, m.sizes), e, broadcast_strides(e, m.sizes), pow_fn<T>);
+    binary_loop<T, T, T>(y, x, broadcast_strides(x, m.sizes), e, broadcast_strides(e, m.sizes),
+                         [](T p, T q) { return pow_fn(p, q); });
   });
   return out(y);
 }
@@ -135,7 +136,8 @@ Stack extremum_kernel(Stack& a) {
   Tensor z = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_loop<T, T, T>(z, x, broadcast_strides(x, m.sizes), y, broadcast_strides(y, m.sizes), extremum_fn<K, T>);
+    binary_loop<T, T, T>(z, x, broadcast_strides(x, m.sizes), y, broadcast_strides(y, m.sizes),
+                         [](T p, T q) { return extremum_fn<K, T>(p, q); });
   });
   return out(z);
 }

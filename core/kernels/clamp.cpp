@@ -36,7 +36,7 @@ Stack relu_kernel(Stack& a) {
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(y, x, relu_fn<T>);
+    if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(y, x, [](T v) { return relu_fn(v); });
   });
   return out(y);
 }
@@ -47,7 +47,7 @@ Stack relu_inplace_kernel(Stack& a) {
   check_relu_dtype(self.dtype(), "relu_");
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(self, self, relu_fn<T>);
+    if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(self, self, [](T v) { return relu_fn(v); });
   });
   self.impl()->storage()->bump_version();
   return out(self);

@@ -57,7 +57,8 @@ Stack cmp_kernel(Stack& a) {
   Tensor z = new_tensor(m.sizes, DType::Bool);
   visit_dtype(common, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_loop<bool, T, T>(z, x, broadcast_strides(x, m.sizes), y, broadcast_strides(y, m.sizes), cmp_fn<K, T>);
+    binary_loop<bool, T, T>(z, x, broadcast_strides(x, m.sizes), y, broadcast_strides(y, m.sizes),
+                            [](T p, T q) { return cmp_fn<K, T>(p, q); });
   });
   return out(z);
 }
@@ -97,6 +98,15 @@ std::vector<TensorMeta> where_meta(const Stack& a) {
   return one(shape, promote_types(x.dtype(), y.dtype()));
 }
 
+// o[i] = mask[i] ? a(i) : b(i) over a contiguous row.
+template <typename T, typename A, typename B>
+void blend_row(T* o, const unsigned char* mask, int64_t n, const A& a, const B& b) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T av = a(i), bv = b(i);
+    o[i] = mask[i] ? av : bv;
+  }
+}
+
 // z = c ? x : y; c: bool, x, y: promoted to a common dtype; all three broadcast to z's shape.
 Stack where_kernel(Stack& a) {
   const TensorMeta m = where_meta(a)[0];
@@ -112,10 +122,21 @@ Stack where_kernel(Stack& a) {
         plan, {z.data_ptr<T>(), c.data_ptr<bool>(), x.data_ptr<T>(), y.data_ptr<T>()},
         [](std::tuple<T*, const bool*, const T*, const T*> p, const std::array<int64_t, 4>& s, int64_t n) {
           auto [o, cp, xp, yp] = p;
+          // SIMD blends: both branches are loaded unconditionally and the mask is read as
+          // bytes (GCC 12 does not vectorise loads of bool; unsigned char may alias anything).
+          // Contiguous rows and a broadcast scalar branch (the where(mask, g, 0) of many
+          // backward formulas) get their own loops.
+          const auto* mask = reinterpret_cast<const unsigned char*>(cp);
           if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {
-            for (int64_t i = 0; i < n; ++i) o[i] = cp[i] ? xp[i] : yp[i];
+            blend_row(o, mask, n, [xp](int64_t i) { return xp[i]; }, [yp](int64_t i) { return yp[i]; });
+          } else if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 0) {
+            const T b = *yp;
+            blend_row(o, mask, n, [xp](int64_t i) { return xp[i]; }, [b](int64_t) { return b; });
+          } else if (s[0] == 1 && s[1] == 1 && s[2] == 0 && s[3] == 1) {
+            const T a = *xp;
+            blend_row(o, mask, n, [a](int64_t) { return a; }, [yp](int64_t i) { return yp[i]; });
           } else {
-            for (int64_t i = 0; i < n; ++i) o[i * s[0]] = cp[i * s[1]] ? xp[i * s[2]] : yp[i * s[3]];
+            for (int64_t i = 0; i < n; ++i) o[i * s[0]] = mask[i * s[1]] ? xp[i * s[2]] : yp[i * s[3]];
           }
         });
   });
