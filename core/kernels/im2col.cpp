@@ -22,13 +22,6 @@ constexpr int64_t kMaxColumnBytes = int64_t{64} << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Output columns [lo, hi) whose input column ow * s + off lies inside [0, size).
-std::pair<int64_t, int64_t> valid_range(int64_t off, int64_t s, int64_t size, int64_t out) {
-  const int64_t lo = off >= 0 ? 0 : std::min(out, ceil_div(-off, s));
-  const int64_t hi = size - off <= 0 ? 0 : std::min(out, ceil_div(size - off, s));
-  return {lo, std::max(lo, hi)};
-}
-
 }  // namespace
 
 std::vector<int64_t> ConvGeometry::output_sizes() const {
@@ -95,7 +88,7 @@ void im2col(const ConvGeometry& g, const T* x, int64_t images, T* col) {
       const T* plane = x + (b * g.c + c) * g.h * g.w;
       T* dst = col + r * width + b * L;
       const int64_t off_w = j * g.dw - g.pw;
-      const auto [lo, hi] = valid_range(off_w, g.sw, g.w, g.ow);
+      const auto [lo, hi] = valid_outputs(off_w, g.sw, g.w, g.ow);
       for (int64_t oh = 0; oh < g.oh; ++oh, dst += g.ow) {
         const int64_t ih = oh * g.sh - g.ph + i * g.dh;
         if (ih < 0 || ih >= g.h) {
@@ -131,7 +124,7 @@ void col2im(const ConvGeometry& g, const T* col, int64_t images, T* dx) {
           const int64_t r = (c * g.kh + i) * g.kw + j;
           const T* src = col + r * width + b * L;
           const int64_t off_w = j * g.dw - g.pw;
-          const auto [lo, hi] = valid_range(off_w, g.sw, g.w, g.ow);
+          const auto [lo, hi] = valid_outputs(off_w, g.sw, g.w, g.ow);
           for (int64_t oh = 0; oh < g.oh; ++oh, src += g.ow) {
             const int64_t ih = oh * g.sh - g.ph + i * g.dh;
             if (ih < 0 || ih >= g.h) continue;

@@ -14,9 +14,11 @@
 // BLAS wide matrices; Y / dY are (O, B, L) then and are moved from / to the (B, O, L) layout
 // of NCHW once per chunk. OpenBLAS threads each GEMM; im2col/col2im are parallel loops.
 // A 1x1, stride-1, unpadded conv needs no unfolding at all: the input plane (C, H W) is col.
+// Depthwise convs (groups == C) skip GEMM altogether: see Note [Depthwise convolution].
 #include <algorithm>
 #include <cstddef>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qflow/core/parallel.h"
@@ -37,6 +39,9 @@ struct ConvGeometry {
   int64_t og() const { return o / groups; }
   int64_t kg() const { return cg() * kh * kw; }  // GEMM depth per group
   int64_t l() const { return oh * ow; }          // output positions per image
+  /// One input channel per group (groups == C): run as a direct stencil, see
+  /// Note [Depthwise convolution].
+  bool depthwise() const { return groups > 1 && groups == c; }
   /// 1x1, stride 1, no padding: the input plane is already the column matrix.
   bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
   /// Output sizes, (N, O, Ho, Wo) or (O, Ho, Wo).
@@ -44,6 +49,13 @@ struct ConvGeometry {
   /// Images per GEMM chunk (see Note [Convolution as GEMM]).
   int64_t chunk_images(size_t element_size) const;
 };
+
+/// Output positions [lo, hi) of one row whose input position o * stride + off lies in [0, size).
+inline std::pair<int64_t, int64_t> valid_outputs(int64_t off, int64_t stride, int64_t size, int64_t out) {
+  const int64_t lo = off >= 0 ? 0 : std::min(out, (-off + stride - 1) / stride);
+  const int64_t hi = size - off <= 0 ? 0 : std::min(out, (size - off + stride - 1) / stride);
+  return {lo, std::max(lo, hi)};
+}
 
 /// Validates input (N, C, H, W) / (C, H, W) against weight (O, C / groups, kH, kW) and the
 /// hyper-parameters; errors name `op` and the offending shapes or values.
@@ -63,6 +75,14 @@ void col2im(const ConvGeometry& g, const T* col, int64_t images, T* dx);
 /// non-null. Moves GEMM results between the (O, B, L) and NCHW (B, O, L) layouts.
 template <typename T>
 void swap_outer_dims(const T* src, int64_t a, int64_t b, int64_t l, const T* bias, T* dst);
+
+/// Depthwise forward: x (N, C, H, W), w (O, 1, kH, kW), bias (O,) or null → y (N, O, Ho, Wo).
+template <typename T>
+void depthwise_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y);
+
+/// Depthwise backward: gy (N, O, Ho, Wo) → gx (like x) and gw (like w), each when non-null.
+template <typename T>
+void depthwise_backward(const ConvGeometry& g, const T* gy, const T* x, const T* w, T* gx, T* gw);
 
 /// Runs fn(group) for every group's GEMM of `gemm_work` multiply-adds: spread over our
 /// threads when OpenBLAS would run each on one thread anyway (at most 65536 * 4 multiply-adds,

@@ -199,6 +199,8 @@ TEST(Conv2dTest, ForwardAndBackwardMatchNaiveDefinitionAcrossGeometries) {
   check_against_naive({1, 6, 6, 6}, {6, 2, 3, 3}, {1}, {1}, {1}, 3);
   check_against_naive({3, 4, 5, 5}, {4, 1, 3, 3}, {1}, {1}, {1}, 4);     // depthwise
   check_against_naive({2, 4, 5, 5}, {8, 1, 5, 5}, {2}, {2}, {1}, 4);     // depthwise, multiplier 2
+  check_against_naive({1, 3, 7, 6}, {3, 1, 3, 2}, {1, 2}, {2, 1}, {2, 1}, 3);  // depthwise, dilated
+  check_against_naive({33, 2, 5, 5}, {2, 1, 3, 3}, {1}, {1}, {1}, 2, DType::Float32);
   check_against_naive({2, 3, 5, 5}, {4, 3, 1, 1}, {2}, {0}, {1}, 1);     // 1x1 downsample
   check_against_naive({2, 2, 4, 4}, {3, 2, 1, 1}, {1}, {1}, {1}, 1);     // 1x1 with padding
   check_against_naive({1, 2, 3, 3}, {2, 2, 3, 3}, {3}, {4}, {3}, 1);     // windows reading only padding
