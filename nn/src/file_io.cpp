@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <new>
 #include <system_error>
 
 #include "qflow/core/error.h"
@@ -64,7 +65,12 @@ std::vector<uint8_t> read_whole_file(const std::string& path, const char* op) {
   struct stat st {};
   QFLOW_CHECK(::fstat(fd.get(), &st) == 0, "{}: cannot stat '{}': {}", op, path, errno_text(errno));
   QFLOW_CHECK(S_ISREG(st.st_mode), "{}: '{}' is not a regular file", op, path);
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(static_cast<size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    QFLOW_FAIL("{}: '{}' ({} bytes) does not fit in memory", op, path, st.st_size);
+  }
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);

@@ -268,8 +268,11 @@ StateDict from_safetensors_bytes(std::span<const uint8_t> bytes, const std::stri
   std::vector<TensorEntry> entries;
   CheckpointMetadata meta;
   for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__") meta = parse_metadata(value, source);
-    else entries.push_back(parse_entry(key, value, data_size, source));
+    if (key == "__metadata__") {
+      if (!value.is_null()) meta = parse_metadata(value, source);  // null is "no metadata" in Python too
+    } else {
+      entries.push_back(parse_entry(key, value, data_size, source));
+    }
   }
   std::vector<const TensorEntry*> order;
   for (const auto& e : entries) order.push_back(&e);
