@@ -7,6 +7,8 @@
 //   build/bin/qflow-bench-conv --batch=128      the training batch (~1-2 min)
 //   build/bin/qflow-bench-conv --batch=128 --benchmark_filter=layer2
 //   build/bin/qflow-bench-conv --threads=1     one thread for kernels and OpenBLAS
+// On CPUs newer than the system OpenBLAS, export OPENBLAS_CORETYPE (the run prints a warning
+// when OpenBLAS fell back to its generic kernels).
 //
 // After Google Benchmark's table it prints one summary line per shape:
 // forward / backward GFLOP/s, the sgemm GFLOP/s, and conv as a fraction of that sgemm.
@@ -14,6 +16,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -101,7 +104,8 @@ class SummaryReporter final : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     std::ostream& os = GetOutputStream();
-    os << "\nconv2d on OpenBLAS, batch " << g_batch << ", " << qflow::num_threads() << " threads (GFLOP/s)\n";
+    os << "\nconv2d on OpenBLAS (" << openblas_get_corename() << " kernels), batch " << g_batch << ", "
+       << qflow::num_threads() << " threads (GFLOP/s)\n";
     os << fmt::format("{:<28} {:>9} {:>9} {:>9} {:>8} {:>8}\n", "shape", "forward", "backward", "sgemm", "fwd/gemm",
                       "bwd/gemm");
     for (const ConvShape& s : kShapes) {
@@ -138,8 +142,22 @@ void parse_flags(int& argc, char** argv) {
 
 }  // namespace
 
+// OpenBLAS's DYNAMIC_ARCH build picks its kernels from the CPUID model; CPUs newer than the
+// library (e.g. Sapphire/Emerald Rapids under 0.3.21) fall back to the SSE3 "Prescott"
+// kernels, several times slower than the AVX-512 ones. Only the environment can fix that
+// (the choice is made when the library loads).
+void warn_about_blas_core() {
+  const std::string core = openblas_get_corename();
+  if ((core == "Prescott" || core == "Core2" || core == "Nehalem") && __builtin_cpu_supports("avx2"))
+    std::fprintf(stderr,
+                 "warning: OpenBLAS runs its generic %s kernels on an AVX2/AVX-512 CPU; rerun with "
+                 "OPENBLAS_CORETYPE=%s for the real GEMM speed\n",
+                 core.c_str(), __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+}
+
 int main(int argc, char** argv) {
   parse_flags(argc, argv);
+  warn_about_blas_core();
   for (const ConvShape& s : kShapes) {
     for (auto [family, fn] : {std::pair{"BM_ConvForward/", &BM_ConvForward}, std::pair{"BM_ConvBackward/", &BM_ConvBackward},
                               std::pair{"BM_Sgemm/", &BM_Sgemm}})

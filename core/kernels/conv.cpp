@@ -87,6 +87,7 @@ Stack conv2d_kernel(Stack& a) {
   const Tensor w = contiguous(a[1].tensor());
   const Tensor bias = a[2].is_tensor() && a[2].tensor().defined() ? contiguous(a[2].tensor()) : Tensor();
   Tensor y = new_tensor({g.n, g.o, g.oh, g.ow}, input.dtype());
+  SingleThreadedBlas blas_guard;  // See Note [Threads in conv]
   visit_floating(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     conv2d_forward<T>(g, x.data_ptr<T>(), w.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,

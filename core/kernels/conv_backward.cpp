@@ -129,6 +129,7 @@ Stack conv2d_backward_kernel(Stack& a) {
   if (want_bias) r.bias = new_tensor({g.o}, dt);
   const Tensor x = want_weight ? as_batched(input) : Tensor();
   const Tensor w = want_input ? contiguous(a[2].tensor()) : Tensor();
+  SingleThreadedBlas blas_guard;  // See Note [Threads in conv]
   visit_floating(dt, kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (want_bias) bias_grad<T>(g, gy.data_ptr<T>(), r.bias.data_ptr<T>());

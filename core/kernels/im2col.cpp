@@ -2,6 +2,7 @@
 #include "im2col.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,10 +14,10 @@ namespace qflow::kernels {
 
 namespace {
 
-// GEMM width worth reaching by batching images: below ~2k columns OpenBLAS spends a
-// noticeable share of its time packing and splitting across threads (measured with
-// qflow-bench-conv on the CIFAR ResNet18 shapes).
-constexpr int64_t kTargetColumns = 4096;
+// GEMM width worth reaching by batching images: narrower GEMMs (late ResNet layers have
+// 16 positions per image) spend their time packing; much wider chunks (16k columns) fall out
+// of cache and were slower again (measured with qflow-bench-conv on the ResNet18 shapes).
+constexpr int64_t kTargetColumns = 2048;
 // Upper bound on the column buffer of one chunk (one image is always allowed).
 constexpr int64_t kMaxColumnBytes = int64_t{64} << 20;
 
@@ -160,22 +161,59 @@ void swap_outer_dims(const T* src, int64_t a, int64_t b, int64_t l, const T* bia
   });
 }
 
-template <>
-void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+namespace {
+
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-template <>
-void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
+// Below this many multiply-adds a GEMM is not split (OpenBLAS's own threading threshold).
+constexpr int64_t kSplitGemmWork = 65536 * 4;
+// Blocks are multiples of this many rows / columns (whole register tiles and cache lines).
+constexpr int64_t kBlockAlign = 32;
+
+}  // namespace
+
+SingleThreadedBlas::SingleThreadedBlas() { openblas_set_num_threads(1); }
+SingleThreadedBlas::~SingleThreadedBlas() { openblas_set_num_threads(num_threads()); }
+
+// Splits the larger of C's two dims into one aligned block per thread.
+template <typename T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T beta, T* c, int64_t ldc) {
+  const int64_t threads = num_threads();
+  const int64_t dim = std::max(m, n);
+  if (threads == 1 || omp_in_parallel() || m * n * k <= kSplitGemmWork || dim < 2 * kBlockAlign) {
+    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const int64_t block = ceil_div(ceil_div(dim, threads), kBlockAlign) * kBlockAlign;
+  parallel_for(ceil_div(dim, block), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t i0 = blk * block, len = std::min(block, dim - i0);
+      if (n >= m) {  // columns [i0, i0 + len) of C: the same columns of op(B)
+        blas_gemm(ta, tb, m, len, k, alpha, a, lda, tb ? b + i0 * ldb : b + i0, ldb, beta, c + i0, ldc);
+      } else {       // rows [i0, i0 + len) of C: the same rows of op(A)
+        blas_gemm(ta, tb, len, n, k, alpha, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+      }
+    }
+  });
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*, int64_t,
+                           double, double*, int64_t);
 template void im2col<float>(const ConvGeometry&, const float*, int64_t, float*);
 template void im2col<double>(const ConvGeometry&, const double*, int64_t, double*);
 template void col2im<float>(const ConvGeometry&, const float*, int64_t, float*);

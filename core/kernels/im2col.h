@@ -12,7 +12,8 @@
 //   grad input   dcol_g (Kg, B L) = W_g^T @ dY_g, then col2im folds dcol back onto dX.
 // Images are batched into one GEMM so that late layers with tiny planes (4 x 4) still give
 // BLAS wide matrices; Y / dY are (O, B, L) then and are moved from / to the (B, O, L) layout
-// of NCHW once per chunk. OpenBLAS threads each GEMM; im2col/col2im are parallel loops.
+// of NCHW once per chunk. im2col/col2im are parallel loops and each GEMM is split over the
+// same threads (see Note [Threads in conv]).
 // A 1x1, stride-1, unpadded conv needs no unfolding at all: the input plane (C, H W) is col.
 // Depthwise convs (groups == C) skip GEMM altogether: see Note [Depthwise convolution].
 #include <algorithm>
@@ -84,10 +85,25 @@ void depthwise_forward(const ConvGeometry& g, const T* x, const T* w, const T* b
 template <typename T>
 void depthwise_backward(const ConvGeometry& g, const T* gy, const T* x, const T* w, T* gx, T* gw);
 
-/// Runs fn(group) for every group's GEMM of `gemm_work` multiply-adds: spread over our
-/// threads when OpenBLAS would run each on one thread anyway (at most 65536 * 4 multiply-adds,
-/// its SMP threshold; e.g. depthwise convs), one by one otherwise so each GEMM gets every
-/// core. Groups write disjoint outputs.
+/// Note [Threads in conv]
+/// libgomp's idle workers spin for a while after every parallel region (GOMP_SPINCOUNT,
+/// milliseconds on CPUs with a slow `pause`), and OpenBLAS's pthread pool wants those very
+/// cores for the GEMM that follows im2col: on 2 cores that cost up to 40x on small convs.
+/// So a conv kernel keeps all its parallelism in OpenMP: im2col/col2im loops, and its GEMMs
+/// split into per-thread blocks of C, each computed by OpenBLAS held on one thread for the
+/// duration of the kernel (this guard). Restores OpenBLAS to num_threads() on exit.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+};
+
+/// Runs fn(group) for every group's GEMM of `gemm_work` multiply-adds: small GEMMs (at most
+/// 65536 * 4 multiply-adds, OpenBLAS's own threshold for threading) run in parallel, one
+/// group per thread; large ones one by one, each split over the threads by gemm(). Groups
+/// write disjoint outputs.
 template <typename Fn>
 void for_each_group(int64_t groups, int64_t gemm_work, const Fn& fn) {
   constexpr int64_t kSingleThreadGemmWork = 65536 * 4;
@@ -102,6 +118,8 @@ void for_each_group(int64_t groups, int64_t gemm_work, const Fn& fn) {
 }
 
 /// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C through cblas_sgemm / cblas_dgemm.
+/// Large products are split into one block of C's rows or columns per thread (see
+/// Note [Threads in conv]); inside a parallel region, or when small, one call.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc);

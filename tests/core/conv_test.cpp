@@ -215,6 +215,15 @@ TEST(Conv2dTest, ChunkedBatchesMatchNaiveDefinition) {
   check_against_naive({37, 4, 6, 6}, {4, 2, 3, 3}, {2}, {1}, {1}, 2);
 }
 
+TEST(Conv2dTest, LargeGemmsSplitOverThreadsMatchNaiveDefinition) {
+  // GEMMs above OpenBLAS's threading threshold are split into row or column blocks of C
+  // (Note [Threads in conv]); these shapes reach both splits in forward and backward.
+  check_against_naive({2, 16, 20, 20}, {32, 16, 3, 3}, {1}, {1}, {1}, 1);   // column blocks
+  check_against_naive({1, 8, 6, 6}, {128, 8, 3, 3}, {1}, {1}, {1}, 1);      // row blocks
+  check_against_naive({1, 32, 64, 64}, {64, 32, 1, 1}, {1}, {0}, {1}, 1);   // 1x1 direct path
+  check_against_naive({2, 16, 20, 20}, {32, 8, 3, 3}, {2}, {1}, {1}, 2, DType::Float32);
+}
+
 TEST(Conv2dTest, PointwiseLargePlanesUseDirectGemmAndMatchNaiveDefinition) {
   check_against_naive({2, 3, 64, 64}, {4, 3, 1, 1}, {1}, {0}, {1}, 1);
   check_against_naive({2, 4, 64, 64}, {4, 2, 1, 1}, {1}, {0}, {1}, 2);
