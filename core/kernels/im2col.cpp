@@ -14,10 +14,13 @@ namespace qflow::kernels {
 
 namespace {
 
-// GEMM width worth reaching by batching images: narrower GEMMs (late ResNet layers have
-// 16 positions per image) spend their time packing; much wider chunks (16k columns) fall out
-// of cache and were slower again (measured with qflow-bench-conv on the ResNet18 shapes).
+// A chunk batches images until its GEMM is at least this wide: narrower GEMMs (late ResNet
+// layers have 16 positions per image) spend their time packing, while 16k-column chunks of
+// the wide early layers fall out of cache and were slower again (qflow-bench-conv).
 constexpr int64_t kTargetColumns = 2048;
+// ... or until its column buffer holds this many bytes, so shallow convs (the 3-channel
+// stem, 1x1 downsamples) run few, large chunks instead of many tiny parallel steps.
+constexpr int64_t kTargetColumnBytes = int64_t{4} << 20;
 // Upper bound on the column buffer of one chunk (one image is always allowed).
 constexpr int64_t kMaxColumnBytes = int64_t{64} << 20;
 
@@ -32,9 +35,9 @@ std::vector<int64_t> ConvGeometry::output_sizes() const {
 
 int64_t ConvGeometry::chunk_images(size_t element_size) const {
   const int64_t per_image = std::max<int64_t>(1, c * kh * kw * l() * static_cast<int64_t>(element_size));
-  const int64_t by_width = ceil_div(kTargetColumns, std::max<int64_t>(1, l()));
+  const int64_t wanted = std::max(ceil_div(kTargetColumns, std::max<int64_t>(1, l())), kTargetColumnBytes / per_image);
   const int64_t by_memory = std::max<int64_t>(1, kMaxColumnBytes / per_image);
-  return std::max<int64_t>(1, std::min({n, by_width, by_memory}));
+  return std::max<int64_t>(1, std::min({n, wanted, by_memory}));
 }
 
 ConvGeometry conv_geometry(const std::vector<int64_t>& input, const std::vector<int64_t>& weight, const IntList& stride,
