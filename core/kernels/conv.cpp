@@ -47,7 +47,7 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias
   const int64_t chunk = g.chunk_images(sizeof(T));
   if (g.n == 0) return;
   if (g.depthwise()) return depthwise_forward(g, x, w, bias, y);
-  if (g.pointwise() && chunk == 1) {  // the input plane (C, H W) is the column matrix
+  if (g.direct_pointwise()) {  // the input plane (C, H W) is the column matrix
     for (int64_t n = 0; n < g.n; ++n)
       for_each_group(g.groups, Og * L * Kg, [&](int64_t grp) {
         gemm<T>(false, false, Og, L, Kg, T(1), w + grp * Og * Kg, Kg, x + n * in_image + grp * Kg * L, L, T(0),

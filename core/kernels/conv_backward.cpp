@@ -81,7 +81,7 @@ void input_weight_grads(const ConvGeometry& g, const T* gy, const T* x, const T*
   const int64_t L = g.l(), Og = g.og(), Kg = g.kg(), in_image = g.c * g.h * g.w;
   const int64_t chunk = g.chunk_images(sizeof(T));
   if (g.depthwise()) return depthwise_backward(g, gy, x, w, gx, gw);
-  if (g.pointwise() && chunk == 1) return pointwise_backward(g, gy, x, w, gx, gw);
+  if (g.direct_pointwise()) return pointwise_backward(g, gy, x, w, gx, gw);
   Tensor col_t = new_tensor({g.c * g.kh * g.kw * chunk * L}, dtype);
   Tensor staging = chunk > 1 ? new_tensor({g.o * chunk * L}, dtype) : Tensor();
   T* col = col_t.data_ptr<T>();

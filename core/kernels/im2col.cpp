@@ -40,6 +40,8 @@ int64_t ConvGeometry::chunk_images(size_t element_size) const {
   return std::max<int64_t>(1, std::min({n, wanted, by_memory}));
 }
 
+bool ConvGeometry::direct_pointwise() const { return pointwise() && (n == 1 || l() >= kTargetColumns); }
+
 ConvGeometry conv_geometry(const std::vector<int64_t>& input, const std::vector<int64_t>& weight, const IntList& stride,
                            const IntList& padding, const IntList& dilation, int64_t groups, std::string_view op) {
   QFLOW_CHECK(input.size() == 3 || input.size() == 4,

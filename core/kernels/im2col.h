@@ -45,6 +45,9 @@ struct ConvGeometry {
   bool depthwise() const { return groups > 1 && groups == c; }
   /// 1x1, stride 1, no padding: the input plane is already the column matrix.
   bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+  /// Pointwise with a GEMM per image that is wide enough as it is (or a single image):
+  /// multiply the input planes directly, without copying them into a column buffer.
+  bool direct_pointwise() const;
   /// Output sizes, (N, O, Ho, Wo) or (O, Ho, Wo).
   std::vector<int64_t> output_sizes() const;
   /// Images per GEMM chunk (see Note [Convolution as GEMM]).
