@@ -1,0 +1,149 @@
+// Node: arguments, users (see Note [Users by construction]) and the one-line text form.
+#include "qflow/fx/node.h"
+
+#include <algorithm>
+
+#include "qflow/core/error.h"
+#include "qflow/fx/graph.h"
+
+namespace qflow::fx {
+
+std::string_view op_name(NodeOp op) {
+  switch (op) {
+    case NodeOp::Placeholder: return "placeholder";
+    case NodeOp::GetAttr: return "get_attr";
+    case NodeOp::CallFunction: return "call_function";
+    case NodeOp::CallModule: return "call_module";
+    case NodeOp::CallMethod: return "call_method";
+    case NodeOp::Output: return "output";
+  }
+  return "?";
+}
+
+const std::vector<int64_t>& NodeMeta::shape() const {
+  QFLOW_CHECK(!outputs.empty(), "node meta: the output shape is unknown (trace the module or run fx::ShapeProp)");
+  return outputs[0].sizes;
+}
+
+DType NodeMeta::dtype() const {
+  QFLOW_CHECK(!outputs.empty(), "node meta: the output dtype is unknown (trace the module or run fx::ShapeProp)");
+  return outputs[0].dtype;
+}
+
+const MetaValue* NodeMeta::find(const std::string& key) const {
+  auto it = extra.find(key);
+  return it == extra.end() ? nullptr : &it->second;
+}
+
+Node::Node(Graph* graph, NodeOp op, std::string name, std::string target, Arguments args, Kwargs kwargs)
+    : graph_(graph), op_(op), name_(std::move(name)), target_(std::move(target)), args_(std::move(args)),
+      kwargs_(std::move(kwargs)) {}
+
+Node* Node::next() const {
+  auto it = std::next(position_);
+  return it == graph_->nodes_.end() ? nullptr : it->get();
+}
+
+Node* Node::prev() const { return position_ == graph_->nodes_.begin() ? nullptr : std::prev(position_)->get(); }
+
+void Node::add_user(Node* user) {
+  if (std::find(users_.begin(), users_.end(), user) == users_.end()) users_.push_back(user);
+}
+
+void Node::remove_user(Node* user) { std::erase(users_, user); }
+
+void Node::refresh_inputs() {
+  std::vector<Node*> fresh;
+  auto collect = [&](Node* n) {
+    QFLOW_CHECK(n != nullptr, "fx: node %{} got a null node argument", name_);
+    if (std::find(fresh.begin(), fresh.end(), n) == fresh.end()) fresh.push_back(n);
+  };
+  for (const Argument& a : args_) for_each_node(a, collect);
+  for (const auto& [key, a] : kwargs_) for_each_node(a, collect);
+  for (Node* old : inputs_)
+    if (std::find(fresh.begin(), fresh.end(), old) == fresh.end()) old->remove_user(this);
+  for (Node* n : fresh) n->add_user(this);
+  inputs_ = std::move(fresh);
+}
+
+void Node::set_args(Arguments args) {
+  args_ = std::move(args);
+  refresh_inputs();
+}
+
+void Node::set_kwargs(Kwargs kwargs) {
+  kwargs_ = std::move(kwargs);
+  refresh_inputs();
+}
+
+void Node::set_arg(size_t index, Argument value) {
+  QFLOW_CHECK(index < args_.size(), "Node::set_arg: %{} has {} arguments, no index {}", name_, args_.size(), index);
+  args_[index] = std::move(value);
+  refresh_inputs();
+}
+
+void Node::set_kwarg(const std::string& key, Argument value) {
+  auto it = std::find_if(kwargs_.begin(), kwargs_.end(), [&](const auto& kv) { return kv.first == key; });
+  if (it == kwargs_.end()) kwargs_.emplace_back(key, std::move(value));
+  else it->second = std::move(value);
+  refresh_inputs();
+}
+
+bool Node::erase_kwarg(const std::string& key) {
+  const size_t n = std::erase_if(kwargs_, [&](const auto& kv) { return kv.first == key; });
+  refresh_inputs();
+  return n > 0;
+}
+
+void Node::replace_input_with(Node* old, Node* replacement) {
+  auto swap = [&](Node* n) { return n == old ? replacement : n; };
+  for (Argument& a : args_) a = map_nodes(a, swap);
+  for (auto& [key, a] : kwargs_) a = map_nodes(a, swap);
+  refresh_inputs();
+}
+
+std::vector<Node*> Node::replace_all_uses_with(Node* replacement, const std::function<bool(const Node&)>& filter) {
+  QFLOW_CHECK(replacement != nullptr, "Node::replace_all_uses_with: the replacement of %{} is null", name_);
+  std::vector<Node*> changed;
+  if (replacement == this) return changed;
+  const std::vector<Node*> users = users_;  // replace_input_with edits users_
+  for (Node* u : users) {
+    if (filter && !filter(*u)) continue;
+    u->replace_input_with(this, replacement);
+    changed.push_back(u);
+  }
+  return changed;
+}
+
+bool Node::is_impure() const {
+  if (op_ == NodeOp::Placeholder || op_ == NodeOp::Output) return true;
+  if (op_ == NodeOp::CallFunction || op_ == NodeOp::CallMethod) {
+    const OpDef* def = OpRegistry::instance().find(target_);
+    return def != nullptr && def->schema.mutated_arg().has_value();
+  }
+  return false;
+}
+
+std::string Node::format() const {
+  const std::string head = fmt::format("%{} : [#users={}] = {}[target={}]", name_, users_.size(), op_name(op_), target_);
+  switch (op_) {
+    case NodeOp::Placeholder:
+    case NodeOp::GetAttr:
+      return head;
+    case NodeOp::Output: {
+      if (args_.empty()) return "return None";
+      const Argument& r = args_[0];
+      if (r.is_node()) return "return " + r.node()->name();
+      if (r.is_node_list()) {
+        std::vector<std::string> names;
+        for (Node* n : r.node_list()) names.push_back(n->name());
+        return fmt::format("return ({}{})", fmt::join(names, ", "), names.size() == 1 ? "," : "");
+      }
+      return "return " + format_argument(r);
+    }
+    default:
+      return fmt::format("{}(args = {}, kwargs = {})", head, format_arguments(args_), format_kwargs(kwargs_));
+  }
+}
+
+}  // namespace qflow::fx

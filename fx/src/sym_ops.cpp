@@ -1,0 +1,38 @@
+// The size ops a traced graph uses to keep shapes symbolic (see Note [Symbolic sizes in fx]):
+// sym_size reads one dimension of a tensor, sym_add/sub/mul/div/mod combine sizes. They are
+// registered like any core op so a graph node re-runs them by name; their kernels compute
+// with SymInt arithmetic, so running them on proxies (tracing a GraphModule again) records
+// new size nodes instead of specialising.
+#include "qflow/autograd/derivatives.h"
+#include "qflow/core/op_registry.h"
+#include "qflow/core/value.h"
+
+namespace qflow::fx {
+
+namespace {
+
+std::vector<TensorMeta> no_tensor_output(const Stack&) { return {}; }
+
+// self: any tensor; dim: wrapped like Tensor::size.
+Stack sym_size_kernel(Stack& a) { return Stack{Value(a[0].tensor().size(a[1].to_int()))}; }
+
+template <char Op>
+Stack sym_binary_kernel(Stack& a) {
+  return Stack{Value(sym_binary(Op, a[0].sym_int(), a[1].sym_int()))};
+}
+
+}  // namespace
+
+}  // namespace qflow::fx
+
+QFLOW_REGISTER_OPS(fx_sym) {
+  using namespace qflow::fx;
+  registry.def("sym_size(Tensor self, int dim) -> int", no_tensor_output, sym_size_kernel);
+  registry.def("sym_add(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'+'>);
+  registry.def("sym_sub(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'-'>);
+  registry.def("sym_mul(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'*'>);
+  registry.def("sym_div(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'/'>);
+  registry.def("sym_mod(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'%'>);
+}
+
+QFLOW_REGISTER_DERIVATIVES(fx_sym) { registry.non_differentiable({"sym_size"}); }
