@@ -122,6 +122,9 @@ CIFAR10::CIFAR10(const std::string& root, bool train) : classes_(default_class_n
   const fs::path p(root);
   const std::string first = batch_names(train).front();
   if (fs::is_regular_file(p)) {
+    // A batch file given by itself would otherwise fail as "bad tar header at offset 0".
+    QFLOW_CHECK(p.extension() != ".bin", "CIFAR10: {} is a batch file; pass the directory that holds the batch files",
+                root);
     load_archive(root, train);
   } else if (fs::is_directory(p) && fs::exists(p / first)) {
     load_directory(root, train);

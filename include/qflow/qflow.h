@@ -8,6 +8,7 @@
 #include "qflow/core/ops.h"
 #include "qflow/core/parallel.h"
 #include "qflow/core/tensor.h"
+#include "qflow/data/data.h"
 #include "qflow/nn/nn.h"
 #include "qflow/nn/optim.h"
 #include "qflow/models/models.h"

@@ -19,6 +19,7 @@ Conv2dPadding::Conv2dPadding(const std::string& mode) {
   } else {
     QFLOW_CHECK(mode == "valid", "conv2d: padding must be an integer, a pair, \"same\" or \"valid\", got \"{}\"",
                 mode);
+    valid = true;
   }
 }
 

@@ -144,6 +144,32 @@ ModulePtr Module::register_child(std::string name, ModulePtr module) {
   return children_.back().second;
 }
 
+ModulePtr Module::unregister_module(std::string_view name) {
+  ModulePtr removed;
+  std::erase_if(children_, [&](const NamedModule& c) {
+    if (c.first != name) return false;
+    removed = c.second;
+    return true;
+  });
+  return removed;
+}
+
+ModulePtr Module::replace_module(std::string_view name, ModulePtr module) {
+  QFLOW_CHECK(module != nullptr, "replace_module: the new submodule '{}' of {} is null", name, type_name());
+  for (const auto& [path, m] : module->walk(true, true)) {
+    QFLOW_CHECK(m != this, "replace_module: putting '{}' in {} would make the module its own descendant", name,
+                type_name());
+  }
+  ModulePtr replaced;
+  for (auto& child : children_) {
+    if (child.first != name) continue;
+    replaced = child.second;
+    child.second = module;
+  }
+  QFLOW_CHECK(replaced != nullptr, "replace_module: {} has no submodule '{}'", type_name(), name);
+  return replaced;
+}
+
 // ---- traversal -----------------------------------------------------------------------------
 
 std::vector<std::pair<std::string, const Module*>> Module::walk(bool recurse, bool dedup) const {

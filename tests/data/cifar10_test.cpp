@@ -131,6 +131,9 @@ TEST_F(Cifar10Test, MissingBatchFileIsNamed) {
   EXPECT_EQ(error_of([&] { CIFAR10(dir_.string(), true); }),
             fmt::format("CIFAR10: data_batch_5.bin is missing from {}", dir_.string()));
   EXPECT_THAT(error_of([&] { CIFAR10(path("empty-dir-that-does-not-exist"), true); }), HasSubstr("does not exist"));
+  EXPECT_EQ(error_of([&] { CIFAR10(path("data_batch_1.bin"), true); }),
+            fmt::format("CIFAR10: {} is a batch file; pass the directory that holds the batch files",
+                        path("data_batch_1.bin")));
   fs::create_directories(path("empty"));
   EXPECT_THAT(error_of([&] { CIFAR10(path("empty"), true); }),
               HasSubstr("CIFAR10: no CIFAR-10 binary data in " + path("empty") + ": expected data_batch_1.bin"));

@@ -141,7 +141,7 @@ TEST_F(SafetensorsTest, BytesMatchTheReferenceImplementation) {
 }
 
 TEST_F(SafetensorsTest, LayoutIsByDescendingDtypeThenName) {
-  StateDict d{{"b", zeros({1})}, {"flag", zeros({1}, DType::Bool)}, {"a", zeros({1})}, {"n", zeros({1}, DType::Int64)},
+  StateDict d{{"b", zeros({1})}, {"flag", from_vector<bool>({false})}, {"a", zeros({1})}, {"n", zeros({1}, DType::Int64)},
               {"d", zeros({1}, DType::Float64)}, {"i", zeros({1}, DType::Int32)}};
   const auto bytes = to_safetensors_bytes(d);
   uint64_t n = 0;

@@ -32,17 +32,22 @@ Tensor BatchNormBase<D, kMin, kMax>::forward(const Tensor& x) {
               kMin == kMax ? "" : fmt::format(" or {}-d input", kMax), x.sizes());
   QFLOW_CHECK(x.sizes()[1] == options_.features, "{}: expected {} channels, got input of shape {}", this->type_name(),
               options_.features, x.sizes());
+  const bool training = this->is_training();
+  const bool update_stats = training && options_.track_running_stats;
   double momentum = options_.momentum.value_or(0.0);
-  const bool use_batch_stats = this->is_training() || !options_.track_running_stats;
-  if (this->is_training() && options_.track_running_stats) {
+  // momentum None is PyTorch's cumulative average: the batch counted by this call weighs 1/n.
+  if (update_stats && !options_.momentum)
+    momentum = 1.0 / static_cast<double>(num_batches_tracked.template item<int64_t>() + 1);
+  // Eval without tracked statistics normalizes with the batch's own (and updates nothing).
+  const bool use_batch_stats = training || !options_.track_running_stats;
+  const Tensor rm = use_batch_stats && !training ? Tensor() : running_mean;
+  const Tensor rv = use_batch_stats && !training ? Tensor() : running_var;
+  Tensor out = batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, options_.eps);
+  if (update_stats) {  // counted only once the batch was accepted, so a refused input changes nothing
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
-    if (!options_.momentum) momentum = 1.0 / static_cast<double>(num_batches_tracked.template item<int64_t>());
   }
-  // Running statistics are updated only when they are tracked and batch statistics are used.
-  const Tensor rm = use_batch_stats && !this->is_training() ? Tensor() : running_mean;
-  const Tensor rv = use_batch_stats && !this->is_training() ? Tensor() : running_var;
-  return batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, options_.eps);
+  return out;
 }
 
 template <class D, int64_t kMin, int64_t kMax>

@@ -7,6 +7,8 @@
 
 namespace qflow::nn {
 
+std::string Size2::repr() const { return single ? fmt::format("{}", h) : fmt::format("({}, {})", h, w); }
+
 Conv2d::Conv2d(Conv2dOptions options) : options_(options) {
   QFLOW_CHECK(options_.in > 0 && options_.out > 0, "Conv2d: in and out channels must be positive, got in={} out={}",
               options_.in, options_.out);
@@ -15,14 +17,18 @@ Conv2d::Conv2d(Conv2dOptions options) : options_(options) {
   reset();
 }
 
+// Initializes before registering: while clone() rebuilds a copy, register_parameter returns
+// the source's values, which must not be overwritten (see Note [Module cloning]).
 void Conv2d::reset() {
   const auto& o = options_;
-  weight = register_parameter("weight", empty({o.out, o.in / o.groups, o.kernel.h, o.kernel.w}));
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  Tensor w = empty({o.out, o.in / o.groups, o.kernel.h, o.kernel.w});
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(w).first));
+  weight = register_parameter("weight", w);
   if (o.bias) {
-    bias = register_parameter("bias", empty({o.out}));
-    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
-    init::uniform_(bias, -bound, bound);
+    Tensor b = empty({o.out});
+    init::uniform_(b, -bound, bound);
+    bias = register_parameter("bias", b);
   } else {
     bias = Tensor();
   }
@@ -38,6 +44,7 @@ std::string Conv2d::extra_repr() const {
   std::string s = fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {})", o.in, o.out, o.kernel.h, o.kernel.w,
                               o.stride.h, o.stride.w);
   if (o.padding.same) s += ", padding=same";
+  else if (o.padding.valid) s += ", padding=valid";
   else if (o.padding.h != 0 || o.padding.w != 0) s += fmt::format(", padding=({}, {})", o.padding.h, o.padding.w);
   if (!(o.dilation == Size2(1))) s += fmt::format(", dilation=({}, {})", o.dilation.h, o.dilation.w);
   if (o.groups != 1) s += fmt::format(", groups={}", o.groups);

@@ -14,13 +14,17 @@ Linear::Linear(LinearOptions options) : options_(options) {
   reset();
 }
 
+// Initializes before registering: while clone() rebuilds a copy, register_parameter returns
+// the source's values, which must not be overwritten (see Note [Module cloning]).
 void Linear::reset() {
-  weight = register_parameter("weight", empty({options_.out, options_.in}));
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  Tensor w = empty({options_.out, options_.in});
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  weight = register_parameter("weight", w);
   if (options_.bias) {
-    bias = register_parameter("bias", empty({options_.out}));
+    Tensor b = empty({options_.out});
     const double bound = 1.0 / std::sqrt(static_cast<double>(options_.in));
-    init::uniform_(bias, -bound, bound);
+    init::uniform_(b, -bound, bound);
+    bias = register_parameter("bias", b);
   } else {
     bias = Tensor();
   }

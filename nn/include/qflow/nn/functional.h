@@ -42,6 +42,7 @@ struct Conv2dPadding {
   Conv2dPadding(const std::string& mode);  // NOLINT
   int64_t h = 0, w = 0;
   bool same = false;
+  bool valid = false;  // "valid" is zero padding, but printed by name like PyTorch does
 };
 
 /// conv2d with "same" support: output spatial size equals input size (stride must be 1).

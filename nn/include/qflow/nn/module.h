@@ -87,6 +87,13 @@ class Module : public std::enable_shared_from_this<Module> {
     using T = std::remove_cvref_t<M>;
     return register_module<T>(std::move(name), std::make_shared<T>(std::forward<M>(module)));
   }
+  /// Removes the child registered as `name` (every registration under that name) and returns
+  /// it; null when there is none. Graph rewriting (fx::GraphModule::delete_submodule) needs it.
+  ModulePtr unregister_module(std::string_view name);
+  /// Puts `module` in place of the child registered as `name`, keeping its position so
+  /// named_modules()/state_dict() order is unchanged; returns the replaced child. Throws when
+  /// there is no such child.
+  ModulePtr replace_module(std::string_view name, ModulePtr module);
 
   // ---- traversal (ordered; dotted paths like "layer1.0.conv1.weight") --------------------
   /// Parameters of this module, then of its descendants (pre-order); shared tensors once.

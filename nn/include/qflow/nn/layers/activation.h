@@ -37,6 +37,8 @@ struct FlattenOptions {
 class Flatten : public Cloneable<Flatten> {
  public:
   explicit Flatten(FlattenOptions options = {}) : options_(options) {}
+  /// Nothing to register; it makes clone() copy the options (see Note [Module cloning]).
+  void reset() {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
@@ -52,6 +54,8 @@ struct DropoutOptions {
 class Dropout : public Cloneable<Dropout> {
  public:
   explicit Dropout(DropoutOptions options = {});
+  /// Nothing to register; it makes clone() copy the options (see Note [Module cloning]).
+  void reset() {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 

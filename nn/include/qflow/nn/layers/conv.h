@@ -5,12 +5,17 @@
 namespace qflow::nn {
 
 /// A height/width pair that also accepts one integer: `.kernel = 3` or `.kernel = {3, 5}`.
+/// It remembers which spelling was used because PyTorch's pooling layers print the value as
+/// given (`kernel_size=3` vs `kernel_size=(3, 3)`); equality compares the numbers only.
 struct Size2 {
-  Size2(int64_t v = 1) : h(v), w(v) {}  // NOLINT
+  Size2(int64_t v = 1) : h(v), w(v), single(true) {}  // NOLINT
   Size2(int64_t vh, int64_t vw) : h(vh), w(vw) {}
   IntList list() const { return {h, w}; }
-  bool operator==(const Size2&) const = default;
+  bool operator==(const Size2& o) const { return h == o.h && w == o.w; }
+  /// "3" when given as one integer, else "(3, 5)" (Python's repr of what the user passed).
+  std::string repr() const;
   int64_t h, w;
+  bool single = false;
 };
 
 struct Conv2dOptions {

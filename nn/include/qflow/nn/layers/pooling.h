@@ -8,7 +8,7 @@ namespace qflow::nn {
 
 struct MaxPool2dOptions {
   Size2 kernel = 2;
-  std::optional<Size2> stride;  // defaults to kernel, as in PyTorch
+  std::optional<Size2> stride = std::nullopt;  // defaults to kernel, as in PyTorch
   Size2 padding = 0;
   Size2 dilation = 1;
   bool ceil_mode = false;
@@ -16,6 +16,8 @@ struct MaxPool2dOptions {
 class MaxPool2d : public Cloneable<MaxPool2d> {
  public:
   explicit MaxPool2d(MaxPool2dOptions options) : options_(options) {}
+  /// Nothing to register; it makes clone() copy the options (see Note [Module cloning]).
+  void reset() {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
@@ -25,7 +27,7 @@ class MaxPool2d : public Cloneable<MaxPool2d> {
 
 struct AvgPool2dOptions {
   Size2 kernel = 2;
-  std::optional<Size2> stride;
+  std::optional<Size2> stride = std::nullopt;
   Size2 padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
@@ -33,6 +35,8 @@ struct AvgPool2dOptions {
 class AvgPool2d : public Cloneable<AvgPool2d> {
  public:
   explicit AvgPool2d(AvgPool2dOptions options) : options_(options) {}
+  /// Nothing to register; it makes clone() copy the options (see Note [Module cloning]).
+  void reset() {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
@@ -46,6 +50,8 @@ struct AdaptiveAvgPool2dOptions {
 class AdaptiveAvgPool2d : public Cloneable<AdaptiveAvgPool2d> {
  public:
   explicit AdaptiveAvgPool2d(AdaptiveAvgPool2dOptions options = {}) : options_(options) {}
+  /// Nothing to register; it makes clone() copy the options (see Note [Module cloning]).
+  void reset() {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
