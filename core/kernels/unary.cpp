@@ -94,6 +94,22 @@ std::vector<TensorMeta> math_meta(const Stack& a) {
   return one(x.sizes(), floating_result(x.dtype()));
 }
 
+// Eigen 3.4's generic (SSE/AVX2) exp clamps its argument to about -88.7 (float) / -709.4
+// (double) before the polynomial, so exp(-inf) came out as 2.9e-39 instead of 0 in builds
+// without AVX-512. Inputs below the clamp (where the true result is a denormal or 0) are
+// recomputed with std::exp; they are rare, so the vectorised path keeps its speed.
+template <typename T>
+constexpr T kEigenExpLowClamp = std::is_same_v<T, float> ? T(-88.0) : T(-708.0);
+
+// Re-does y[i] = exp(arg(i)) with std::exp where arg(i) is below Eigen's clamp.
+template <typename T, typename Arg>
+void fix_exp_underflow(T* y, int64_t n, Arg arg) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T a = arg(i);
+    if (a < kEigenExpLowClamp<T>) y[i] = std::exp(a);
+  }
+}
+
 // y[0:n] = f(x[0:n]) on contiguous memory. Eigen's array functions are vectorised (SIMD
 // polynomial exp/log/tanh), which a plain loop over std::exp is not without -ffast-math.
 template <Math K, typename T>
@@ -102,18 +118,22 @@ void math_block(T* y, const T* x, int64_t n) {
   ConstArrayMap<T> v(x, n);
   if constexpr (K == Math::Exp) {
     o = v.exp();
+    fix_exp_underflow(y, n, [x](int64_t i) { return x[i]; });
   } else if constexpr (K == Math::Log) {
     o = v.log();
   } else if constexpr (K == Math::Sqrt) {
-    o = v.sqrt();
+    // Not Eigen's sqrt: with EIGEN_FAST_MATH its SSE version is rsqrt + Newton step, off by an
+    // ulp (sqrt(1) = 1.0000001). This loop compiles to the exact sqrtps (-fno-math-errno).
+    for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
   } else if constexpr (K == Math::Rsqrt) {
-    o = v.sqrt().inverse();  // correctly rounded sqrt, then 1/y (Eigen's rsqrt is an approximation)
+    for (int64_t i = 0; i < n; ++i) y[i] = T(1) / std::sqrt(x[i]);  // correctly rounded sqrt, then 1/y
   } else if constexpr (K == Math::Tanh) {
     o = v.tanh();
   } else {
     // Stable sigmoid: with e = exp(-|x|) <= 1, sigmoid = 1/(1+e) for x >= 0 and e/(1+e) for
     // x < 0, so exp never overflows and tiny results keep their relative precision.
     o = (-v.abs()).exp();
+    fix_exp_underflow(y, n, [x](int64_t i) { return -std::abs(x[i]); });
     o = (v >= T(0)).select((T(1) + o).inverse(), o / (T(1) + o));
   }
 }

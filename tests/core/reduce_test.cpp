@@ -234,7 +234,9 @@ TEST(ReduceTest, MatchesNaiveReferenceOnManyLayouts) {
       EXPECT_EQ(to_vector<double>(values), ref.max);
       EXPECT_EQ(to_vector<int64_t>(indices), ref.argmax);
     }
-    if (c.dims.size() == static_cast<size_t>(c.x.dim())) EXPECT_EQ(argmax(c.x).item<int64_t>(), ref.argmax[0]);
+    if (c.dims.size() == static_cast<size_t>(c.x.dim())) {
+      EXPECT_EQ(argmax(c.x).item<int64_t>(), ref.argmax[0]);
+    }
   }
 }
 
