@@ -1,0 +1,165 @@
+// qflow-graph end to end: the dot file holds every node of the traced (or fused) model with
+// its shapes, Graphviz renders it, --print shows the text form and code, and the stages that
+// need the quantization passes are refused clearly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "qflow/fx/fx.h"
+#include "qflow/qflow.h"
+
+using namespace qflow;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+struct ToolRun {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class GraphCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("qflow_graph_cli_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  /// Runs qflow-graph with `args`; `env` prefixes the command (e.g. "PATH=/nonexistent ").
+  ToolRun run(const std::string& args, const std::string& env = "") const {
+    const std::string log = (dir_ / "out.txt").string();
+    const std::string cmd = env + std::string(QFLOW_BIN_DIR) + "/qflow-graph " + args + " > " + log + " 2>&1";
+    ToolRun r;
+    const int raw = std::system(cmd.c_str());
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.output = read_file(log);
+    return r;
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::filesystem::path dir_;
+};
+
+bool have_dot() { return std::system("command -v dot >/dev/null 2>&1") == 0; }
+
+// Node statements of a dot file written by fx::to_dot: `  "name" [shape=...];`.
+size_t dot_nodes(const std::string& dot) {
+  size_t n = 0;
+  std::istringstream lines(dot);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("  \"", 0) == 0 && line.find("\" [shape=") != std::string::npos) ++n;
+  return n;
+}
+
+size_t traced_resnet18_nodes() {
+  return fx::symbolic_trace(models::create("resnet18"), randn({1, 3, 32, 32}))->graph().size();
+}
+
+}  // namespace
+
+TEST_F(GraphCliTest, WritesTheFloatGraphWithShapesAndGraphvizRendersIt) {
+  const bool dot = have_dot();
+  const ToolRun r = run("--model resnet18 --out " + path("r18.dot") + (dot ? " --svg --png" : ""));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string text = read_file(path("r18.dot"));
+  EXPECT_EQ(dot_nodes(text), traced_resnet18_nodes());
+  EXPECT_THAT(text, HasSubstr("label=\"resnet18 (float)\""));
+  EXPECT_THAT(text, HasSubstr("label=\"x\\ninput\\n[1, 3, 32, 32] float32\""));
+  EXPECT_THAT(text, HasSubstr("conv1\\nConv2d (conv1)\\n[1, 64, 32, 32] float32"));
+  EXPECT_THAT(text, HasSubstr("layer4_1_bn2\\nBatchNorm2d (layer4.1.bn2)\\n[1, 512, 4, 4] float32"));
+  EXPECT_THAT(text, HasSubstr("linear\\nLinear (linear)\\n[1, 10] float32"));
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: resnet18 (float), "));
+  EXPECT_THAT(r.output, HasSubstr(" 20 BatchNorm2d, 20 Conv2d, 1 Linear,"));
+  if (!dot) GTEST_SKIP() << "Graphviz's dot is not installed: rendering not checked";
+  EXPECT_THAT(read_file(path("r18.svg")), HasSubstr("<svg"));
+  EXPECT_THAT(read_file(path("r18.svg")), HasSubstr("layer4_1_conv2"));
+  EXPECT_EQ(read_file(path("r18.png")).substr(1, 3), "PNG");
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: wrote " + path("r18.png")));
+}
+
+TEST_F(GraphCliTest, TheFusedStageHasNoBatchNormLeft) {
+  const ToolRun r = run("--model resnet18 --stage fused --out " + path("fused.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string text = read_file(path("fused.dot"));
+  EXPECT_EQ(dot_nodes(text), traced_resnet18_nodes() - 20);
+  EXPECT_THAT(text, Not(HasSubstr("BatchNorm2d")));
+  EXPECT_THAT(text, HasSubstr("label=\"resnet18 (fused)\""));
+  EXPECT_THAT(text, HasSubstr("layer1_0_conv1\\nConv2d (layer1.0.conv1)\\n[1, 64, 32, 32] float32"));
+  EXPECT_THAT(text, HasSubstr("\"layer1_0_conv1\" -> \"relu_1\";"));  // the relu reads the fused conv
+  if (have_dot()) {
+    EXPECT_EQ(std::system(("dot -Tsvg " + path("fused.dot") + " -o /dev/null").c_str()), 0);
+  }
+}
+
+TEST_F(GraphCliTest, ModelOptionsShapeTheExampleAndPrintShowsTextAndCode) {
+  const ToolRun r = run("--model lenet5 --in-channels 1 --image-size 28 --num-classes 7 --batch 2 --print --out " +
+                    path("sub/lenet.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string text = read_file(path("sub/lenet.dot"));
+  EXPECT_THAT(text, HasSubstr("[2, 1, 28, 28] float32"));
+  EXPECT_THAT(text, HasSubstr("[2, 7] float32"));
+  EXPECT_THAT(r.output, HasSubstr("graph():\n    %x : [#users=1] = placeholder[target=x]\n"));
+  EXPECT_THAT(r.output, HasSubstr("def forward(self, x):\n"));
+  EXPECT_THAT(r.output, HasSubstr("    return "));
+}
+
+TEST_F(GraphCliTest, LoadsWeightsOfTheSameArchitectureOnly) {
+  nn::save(models::create("lenet5", {.in_channels = 1, .image_size = 28})->state_dict(), path("lenet.safetensors"));
+  ToolRun r = run("--model lenet5 --in-channels 1 --image-size 28 --stage fused --weights " + path("lenet.safetensors") +
+                  " --out " + path("w.dot"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(path("w.dot")));
+  r = run("--model lenet5 --weights " + path("lenet.safetensors") + " --out " + path("bad.dot"));  // 3 input channels
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: error: "));
+  EXPECT_THAT(r.output, HasSubstr("conv1.weight"));
+  EXPECT_FALSE(std::filesystem::exists(path("bad.dot")));
+}
+
+TEST_F(GraphCliTest, WithoutGraphvizTheDotFileIsWrittenAndThePictureRefusedClearly) {
+  const ToolRun r = run("--model lenet5 --png --out " + path("l.dot"), "PATH=/nonexistent ");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: wrote " + path("l.dot")));
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: error: Graphviz's `dot` is not installed, so no png was made "
+                                  "(install it: apt-get install graphviz)"));
+  EXPECT_EQ(dot_nodes(read_file(path("l.dot"))), 15u);  // x, 2 conv, 2 pool, 4 relu, size, view, 3 linear, output
+  EXPECT_FALSE(std::filesystem::exists(path("l.png")));
+}
+
+TEST_F(GraphCliTest, QuantStagesAreRefusedUntilThePassesExist) {
+  for (const char* stage : {"qat", "deploy"}) {
+    const ToolRun r = run(std::string("--model lenet5 --stage ") + stage + " --out " + path("q.dot"));
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(std::string("qflow-graph: error: stage '") + stage));
+    EXPECT_THAT(r.output, HasSubstr("is available once quantization passes are built"));
+    EXPECT_FALSE(std::filesystem::exists(path("q.dot")));
+  }
+}
+
+TEST_F(GraphCliTest, HelpAndBadFlags) {
+  ToolRun r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("--stage"));
+  EXPECT_THAT(r.output, HasSubstr("fused   Conv2d+BatchNorm2d folded for inference"));
+  EXPECT_THAT(r.output, HasSubstr("resnet18"));
+  r = run("--model resnet19");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("resnet19"));
+  r = run("--stage quantized");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("quantized"));
+}

@@ -1,0 +1,42 @@
+#include "graph_options.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "qflow/models/registry.h"
+#include "stages.h"
+
+namespace qflow::tools {
+
+void add_graph_options(CLI::App& app, GraphOptions& o) {
+  const std::vector<std::string> models = models::model_names();
+  app.add_option("--model", o.model, fmt::format("Model from the zoo: {}", fmt::join(models, ", ")))
+      ->check(CLI::IsMember(models))
+      ->capture_default_str();
+  std::string stage_help = "Which graph to draw:";
+  for (const Stage& s : stages())
+    stage_help += fmt::format("\n  {:7} {}{}", s.name, s.description, s.build ? "" : " (needs the quantization passes)");
+  app.add_option("--stage", o.stage, stage_help)->check(CLI::IsMember(stage_names()))->capture_default_str();
+  app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--in-channels", o.in_channels, "Input image channels (1 for Fashion-MNIST)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--image-size", o.image_size, "Input image height and width (28 for Fashion-MNIST)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "Batch size of the example input whose shapes label the nodes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--weights", o.weights, "Load a state_dict (.safetensors, e.g. qflow-train's best.safetensors) first")
+      ->check(CLI::ExistingFile);
+  app.add_option("--out", o.out, "The dot file to write (default: MODEL_STAGE.dot)");
+  app.add_flag("--png", o.png, "Also render OUT with .png (needs Graphviz's dot)");
+  app.add_flag("--svg", o.svg, "Also render OUT with .svg (needs Graphviz's dot)");
+  app.add_flag("--print", o.print, "Print the graph in FX's text form and as generated code");
+  app.add_option("--rankdir", o.rankdir, "Layout direction: TB (top to bottom) or LR")
+      ->check(CLI::IsMember({"TB", "LR"}))
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the model's initialisation (without --weights)")->capture_default_str();
+}
+
+}  // namespace qflow::tools

@@ -1,0 +1,30 @@
+#pragma once
+// qflow-graph's command line.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace qflow::tools {
+
+struct GraphOptions {
+  std::string model = "resnet18";
+  std::string stage = "float";
+  int64_t num_classes = 10;
+  int64_t in_channels = 3;
+  int64_t image_size = 32;
+  /// Batch size of the example input (the shapes drawn on the nodes).
+  int64_t batch = 1;
+  std::string weights;
+  /// Empty: <model>_<stage>.dot in the current directory.
+  std::string out;
+  bool png = false;
+  bool svg = false;
+  bool print = false;
+  std::string rankdir = "TB";
+  uint64_t seed = 0;
+};
+
+void add_graph_options(CLI::App& app, GraphOptions& options);
+
+}  // namespace qflow::tools

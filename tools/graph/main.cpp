@@ -1,0 +1,73 @@
+// qflow-graph: trace a zoo model and write its fx graph as Graphviz dot (and PNG/SVG), or
+// print it as FX text and generated code.
+#include <filesystem>
+#include <map>
+
+#include "graph_options.h"
+#include "qflow/qflow.h"
+#include "qflow/fx/fx.h"
+#include "render.h"
+#include "stages.h"
+
+namespace qflow::tools {
+namespace {
+
+// "52 nodes: 1 placeholder, 20 Conv2d, 17 relu, ..." — what the picture holds, by kind.
+std::string summary(const fx::GraphModule& gm) {
+  std::map<std::string, size_t> counts;
+  for (const fx::Node* n : gm.graph()) {
+    if (n->op() == fx::NodeOp::CallModule) ++counts[gm.get_submodule(n->target())->type_name()];
+    else if (n->op() == fx::NodeOp::CallFunction || n->op() == fx::NodeOp::CallMethod) ++counts[n->target()];
+    else ++counts[std::string(fx::op_name(n->op()))];
+  }
+  std::string s = fmt::format("{} nodes:", gm.graph().size());
+  for (const auto& [kind, n] : counts) s += fmt::format(" {} {},", n, kind);
+  s.pop_back();
+  return s;
+}
+
+int run(const GraphOptions& o) {
+  manual_seed(o.seed);
+  nn::ModulePtr model = models::create(
+      o.model, {.num_classes = o.num_classes, .in_channels = o.in_channels, .image_size = o.image_size});
+  if (!o.weights.empty()) model->load_state_dict(nn::load(o.weights));
+  model->eval();  // the graphs describe inference; fused folds the running statistics
+  StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}));
+  std::shared_ptr<fx::GraphModule> gm = build_stage(o.stage, context);
+  {
+    NoGradGuard no_grad;
+    fx::ShapeProp(*gm).run(context.example());
+  }
+
+  const std::string out = o.out.empty() ? fmt::format("{}_{}.dot", o.model, o.stage) : o.out;
+  fx::DotOptions dot;
+  dot.title = fmt::format("{} ({})", o.model, o.stage);
+  dot.rankdir = o.rankdir;
+  write_text_file(out, fx::to_dot(*gm, dot));
+  fmt::print("qflow-graph: {} ({}), {}\n", o.model, o.stage, summary(*gm));
+  fmt::print("qflow-graph: wrote {}\n", out);
+  if (o.print) fmt::print("\n{}\n{}", gm->graph().to_string(), gm->code());
+  for (const auto& [wanted, format] : {std::pair{o.png, "png"}, std::pair{o.svg, "svg"}}) {
+    if (!wanted) continue;
+    const std::string picture = std::filesystem::path(out).replace_extension(format).string();
+    render_graphviz(out, format, picture);
+    fmt::print("qflow-graph: wrote {}\n", picture);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace qflow::tools
+
+int main(int argc, char** argv) {
+  CLI::App app{"qflow-graph — trace a model of the qflow zoo and draw its fx graph (Graphviz dot, PNG, SVG)"};
+  qflow::tools::GraphOptions options;
+  qflow::tools::add_graph_options(app, options);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return qflow::tools::run(options);
+  } catch (const qflow::Error& e) {
+    fmt::print(stderr, "qflow-graph: error: {}\n", e.message());
+    return 1;
+  }
+}
