@@ -1,0 +1,64 @@
+// qflow-bench-e2e: end-to-end figures on a zoo model (default: the CIFAR ResNet18, 32x32).
+//
+//   qflow-bench-e2e                        # every workload, 2 threads
+//   qflow-bench-e2e --workload train --batch 128 --repetitions 10
+//
+// Prints one JSON line per workload (benchmarks/compare parses them). Peak memory is the
+// process' high-water mark, so the driver runs each workload in its own process.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "qflow/qflow.h"
+#include "workloads.h"
+
+int main(int argc, char** argv) {
+  using namespace qflow;
+  CLI::App app{"qflow-bench-e2e: training/inference throughput, latency and memory on a zoo model"};
+  bench::RunSettings s;
+  std::string workload = "all";
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int64_t sgemm_size = 2048;
+  std::vector<int64_t> batches;
+  app.add_option("--workload", workload, "train | infer | sgemm | all")
+      ->check(CLI::IsMember({"train", "infer", "sgemm", "all"}))
+      ->capture_default_str();
+  app.add_option("--batch", batches, "batch sizes (default: train 32 and 128, infer 1 and 128)");
+  app.add_option("--model", s.model, "zoo model")->capture_default_str();
+  app.add_option("--image-size", s.image_size, "input height and width")->capture_default_str();
+  app.add_option("--threads", threads, "threads for OpenMP and OpenBLAS")->capture_default_str();
+  app.add_option("--warmup", s.warmup, "untimed runs before measuring")->capture_default_str();
+  app.add_option("--repetitions", s.repetitions, "timed runs (median reported)")->capture_default_str();
+  app.add_option("--sgemm-size", sgemm_size, "square sgemm size for the machine's limit")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    set_num_threads(threads);
+    auto for_batches = [&](std::vector<int64_t> defaults, auto&& fn) {
+      for (int64_t b : batches.empty() ? defaults : batches) {
+        s.batch = b;
+        fn();
+      }
+    };
+    if (workload == "sgemm" || workload == "all") {
+      fmt::print(R"({{"framework": "qflow", "workload": "sgemm_{}", "unit": "GFLOP/s", "median": {:.4g}, "threads": {}}})"
+                 "\n",
+                 sgemm_size, bench::sgemm_gflops(sgemm_size, 5), num_threads());
+      std::fflush(stdout);
+    }
+    if (workload == "train" || workload == "all") {
+      for_batches({32, 128}, [&] { fmt::print("{}\n", bench::to_json(bench::train_step(s), false)); std::fflush(stdout); });
+    }
+    if (workload == "infer" || workload == "all") {
+      for_batches({1, 128}, [&] {
+        fmt::print("{}\n", bench::to_json(bench::inference(s), s.batch == 1));
+        std::fflush(stdout);
+      });
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "qflow-bench-e2e: {}\n", e.message());
+    return 1;
+  }
+  return 0;
+}

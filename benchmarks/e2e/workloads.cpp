@@ -1,0 +1,98 @@
+#include "workloads.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "qflow/qflow.h"
+
+namespace qflow::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_of(const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+nn::ModulePtr make_model(const RunSettings& s) {
+  manual_seed(0);
+  return models::create(s.model, {.num_classes = 10, .in_channels = s.in_channels, .image_size = s.image_size});
+}
+
+Tensor random_images(const RunSettings& s, int64_t batch) {
+  return randn({batch, s.in_channels, s.image_size, s.image_size});
+}
+
+}  // namespace
+
+Measurement measure(const std::string& workload, const RunSettings& settings, int64_t images_per_run,
+                    const std::function<void()>& fn) {
+  for (int i = 0; i < settings.warmup; ++i) fn();
+  Measurement m{workload, {}, images_per_run};
+  for (int i = 0; i < settings.repetitions; ++i) m.seconds.push_back(seconds_of(fn));
+  return m;
+}
+
+std::string to_json(const Measurement& m, bool latency) {
+  std::vector<double> v = m.seconds;
+  std::sort(v.begin(), v.end());
+  const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  // Latency in ms (lower is better); throughput in images/s (higher is better), so the
+  // fastest run is the max of the throughput figures.
+  auto value = [&](double sec) { return latency ? sec * 1e3 : static_cast<double>(m.images_per_run) / sec; };
+  const double lo = latency ? value(v.front()) : value(v.back());
+  const double hi = latency ? value(v.back()) : value(v.front());
+  return fmt::format(
+      R"({{"framework": "qflow", "workload": "{}", "unit": "{}", "median": {:.4g}, "min": {:.4g}, "max": {:.4g}, )"
+      R"("repetitions": {}, "peak_rss_mb": {:.1f}, "threads": {}}})",
+      m.workload, latency ? "ms" : "images/s", value(median), lo, hi, v.size(), peak_rss_mb(), num_threads());
+}
+
+Measurement train_step(const RunSettings& s) {
+  nn::ModulePtr model = make_model(s);
+  model->train();
+  nn::optim::SGD sgd(model->parameters(), nn::optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+  const Tensor images = random_images(s, s.batch);
+  const Tensor labels = randint(0, 10, {s.batch});
+  return measure(fmt::format("train_{}_b{}", s.model, s.batch), s, s.batch, [&] {
+    sgd.zero_grad();
+    Tensor loss = cross_entropy((*model)(images), labels);
+    loss.backward();
+    sgd.step();
+  });
+}
+
+Measurement inference(const RunSettings& s) {
+  nn::ModulePtr model = make_model(s);
+  model->eval();
+  const Tensor images = random_images(s, s.batch);
+  NoGradGuard no_grad;
+  return measure(fmt::format("infer_{}_b{}", s.model, s.batch), s, s.batch, [&] { (void)(*model)(images); });
+}
+
+double sgemm_gflops(int64_t n, int repetitions) {
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+  const auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(n),
+                static_cast<int>(n), 1.0f, a.data(), static_cast<int>(n), b.data(), static_cast<int>(n), 0.0f,
+                c.data(), static_cast<int>(n));
+  };
+  run();
+  double best = 1e30;
+  for (int i = 0; i < repetitions; ++i) best = std::min(best, seconds_of(run));
+  return 2.0 * static_cast<double>(n * n * n) / best * 1e-9;
+}
+
+}  // namespace qflow::bench

@@ -1,0 +1,38 @@
+// The end-to-end workloads of qflow-bench-e2e and how each is timed.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace qflow::bench {
+
+struct RunSettings {
+  std::string model = "resnet18";
+  int64_t batch = 128;
+  int warmup = 2;       // untimed runs first (allocator, OpenBLAS buffers, caches)
+  int repetitions = 5;  // timed runs; the median is the figure, min/max the spread
+  int64_t image_size = 32;
+  int64_t in_channels = 3;
+};
+
+/// Timings of one workload in seconds per run, plus how many images one run handles.
+struct Measurement {
+  std::string workload;
+  std::vector<double> seconds;
+  int64_t images_per_run = 0;
+};
+
+/// Runs `fn` settings.warmup times untimed, then settings.repetitions times timed.
+Measurement measure(const std::string& workload, const RunSettings& settings, int64_t images_per_run,
+                    const std::function<void()>& fn);
+
+/// One JSON line: workload, unit, median/min/max (images/s for throughput workloads, ms for
+/// latency), repetitions, and the process' peak resident memory so far.
+std::string to_json(const Measurement& m, bool latency);
+
+// Workloads. Each builds its model with a fixed seed and random inputs/labels.
+Measurement train_step(const RunSettings& s);   // forward + cross_entropy + backward + SGD step
+Measurement inference(const RunSettings& s);    // eval mode, no grad
+double sgemm_gflops(int64_t n, int repetitions);  // cblas_sgemm n x n x n, best of repetitions
+
+}  // namespace qflow::bench

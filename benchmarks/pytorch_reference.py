@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""PyTorch side of qflow-bench-e2e: the same workloads on the same CIFAR ResNet18 definition
+(tests/golden/zoo_models.py, which qflow's zoo mirrors), same thread count, same timing rule
+(warm-up runs, then the median of timed runs). One JSON line per workload.
+
+    /usr/bin/python3 benchmarks/pytorch_reference.py --workload train --batch 128 --threads 2
+
+Workloads: train (SGD step: forward + cross_entropy + backward + step), qat (the same step on
+the FX QAT model from torch.ao.quantization.quantize_fx.prepare_qat_fx), infer (eval, no grad).
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
+from zoo_models import ResNet  # noqa: E402
+
+
+def resnet18():
+    torch.manual_seed(0)
+    return ResNet([2, 2, 2, 2], num_classes=10, in_channels=3)
+
+
+def forward_gflop_per_image():
+    """Convolution and linear FLOPs (2 per multiply-add) of one 32x32 forward pass."""
+    flops = []
+
+    def hook(module, inputs, output):
+        if isinstance(module, torch.nn.Conv2d):
+            k = module.kernel_size[0] * module.kernel_size[1] * module.in_channels // module.groups
+            flops.append(2 * output.numel() * k)
+        elif isinstance(module, torch.nn.Linear):
+            flops.append(2 * output.numel() * module.in_features)
+    model = resnet18().eval()
+    for m in model.modules():
+        m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.randn(1, 3, 32, 32))
+    return sum(flops) * 1e-9
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def report(workload, seconds, images, latency, args):
+    seconds = sorted(seconds)
+    value = (lambda s: s * 1e3) if latency else (lambda s: images / s)
+    values = [value(s) for s in seconds]
+    print(json.dumps({
+        "framework": "pytorch", "workload": workload, "unit": "ms" if latency else "images/s",
+        "median": round(statistics.median(values), 4), "min": round(min(values), 4), "max": round(max(values), 4),
+        "repetitions": len(seconds), "peak_rss_mb": round(peak_rss_mb(), 1), "threads": torch.get_num_threads(),
+    }), flush=True)
+
+
+def measure(fn, args):
+    for _ in range(args.warmup):
+        fn()
+    times = []
+    for _ in range(args.repetitions):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def qat_model(batch):
+    from torch.ao.quantization import get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_qat_fx
+    model = resnet18().train()
+    return prepare_qat_fx(model, get_default_qat_qconfig_mapping("fbgemm"), (torch.randn(batch, 3, 32, 32),))
+
+
+def train_step(model, batch, args, name):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    images = torch.randn(batch, 3, 32, 32)
+    labels = torch.randint(0, 10, (batch,))
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(images), labels).backward()
+        opt.step()
+    report(f"{name}_resnet18_b{batch}", measure(step, args), batch, False, args)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", choices=["train", "qat", "infer", "flops", "all"], default="all")
+    parser.add_argument("--batch", type=int, action="append", help="batch sizes (repeatable)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repetitions", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.workload in ("flops", "all"):
+        print(json.dumps({"framework": "pytorch", "workload": "flops_resnet18", "unit": "GFLOP/image",
+                          "median": round(forward_gflop_per_image(), 6)}), flush=True)
+    if args.workload in ("train", "all"):
+        for b in args.batch or [32, 128]:
+            train_step(resnet18().train(), b, args, "train")
+    if args.workload in ("qat", "all"):
+        for b in args.batch or [128]:
+            train_step(qat_model(b), b, args, "qat")
+    if args.workload in ("infer", "all"):
+        for b in args.batch or [1, 128]:
+            model = resnet18().eval()
+            images = torch.randn(b, 3, 32, 32)
+            with torch.no_grad():
+                report(f"infer_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
+
+
+if __name__ == "__main__":
+    main()
