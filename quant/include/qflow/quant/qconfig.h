@@ -1,0 +1,53 @@
+#pragma once
+// QConfig: how a model is quantized (bit width, integer grid, scale formula, granularity,
+// observer momentum, gradient estimator). The numerics each option selects are spelled out
+// in Note [Quantization numerics] (fake_quantize.h).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace qflow::quant {
+
+/// The integer grid: symmetric [-2^(b-1), 2^(b-1) - 1] with zero_point 0, or affine
+/// [0, 2^b - 1] with a zero_point that maps the observed min to 0.
+enum class Scheme { Symmetric, Affine };
+/// How a scale is derived from a range: google (range / grid size, TensorFlow's and
+/// PyTorch's) or cambricon (the power of two that fits the range; symmetric only).
+enum class Formula { Google, Cambricon };
+/// Straight-through estimator of fake_quantize's backward: pure passes the gradient
+/// unchanged (OneFlow); clipped zeroes it where the input fell outside the grid (PyTorch,
+/// TensorRT).
+enum class Ste { Pure, Clipped };
+
+struct QConfig {
+  int64_t bits = 8;
+  Scheme scheme = Scheme::Symmetric;
+  Formula formula = Formula::Google;
+  /// true: one scale per tensor; false: weights get one scale per output channel (axis 0).
+  /// Activations are always quantized per tensor.
+  bool per_layer = true;
+  /// Activation observers: avg = momentum * avg + (1 - momentum) * current.
+  double momentum = 0.95;
+  Ste ste = Ste::Pure;
+
+  /// Throws qflow::Error for bits outside 2..16, cambricon with affine, momentum outside [0, 1).
+  void validate() const;
+  /// Lowest integer of the grid: -2^(bits-1) (symmetric) or 0 (affine).
+  int64_t quant_min() const;
+  /// Highest integer of the grid: 2^(bits-1) - 1 (symmetric) or 2^bits - 1 (affine).
+  int64_t quant_max() const;
+  /// "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)".
+  std::string to_string() const;
+
+  bool operator==(const QConfig&) const = default;
+};
+
+std::string_view to_string(Scheme s);
+std::string_view to_string(Formula f);
+std::string_view to_string(Ste s);
+/// Inverse of to_string ("symmetric", "affine", ...); throws naming the accepted words.
+Scheme parse_scheme(std::string_view text);
+Formula parse_formula(std::string_view text);
+Ste parse_ste(std::string_view text);
+
+}  // namespace qflow::quant

@@ -1,0 +1,214 @@
+// The fake_quantize op family: kernel, shape rule and registration (its derivative is in
+// fake_quantize_derivative.cpp). See Note [Quantization numerics] in fake_quantize.h.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "qflow/core/dispatch.h"
+#include "qflow/core/factory.h"
+#include "qflow/core/op_registry.h"
+#include "qflow/core/parallel.h"
+#include "qflow/quant/fake_quantize.h"
+
+namespace qflow::quant {
+namespace {
+
+// How self is split into channels: self viewed as (outer, channels, inner), row-major. Per
+// tensor is channels = 1, inner = numel.
+struct ChannelLayout {
+  int64_t channels = 1;
+  int64_t inner = 1;
+};
+
+// Checks everything that needs no data (so the shape rule can run on fx proxies).
+// Arguments: self, scale, zero_point, quant_min, quant_max, axis[, clipped_ste]; `first` is
+// the index of self (1 for the backward op, whose argument 0 is grad_output).
+ChannelLayout check_args(const Stack& a, size_t first, const char* op) {
+  const Tensor& self = a[first].tensor();
+  const Tensor& scale = a[first + 1].tensor();
+  const Tensor& zero_point = a[first + 2].tensor();
+  const int64_t qmin = a[first + 3].to_int(), qmax = a[first + 4].to_int();
+  int64_t axis = a[first + 5].to_int();
+  QFLOW_CHECK(self.dtype() == DType::Float32 || self.dtype() == DType::Float64,
+              "{}: expected a float32 or float64 input, got {}", op, self.dtype());
+  QFLOW_CHECK(scale.is_floating_point(), "{}: scale must be a floating point tensor, got {}", op, scale.dtype());
+  QFLOW_CHECK(zero_point.dtype() != DType::Bool, "{}: zero_point must be a number tensor, got bool", op);
+  QFLOW_CHECK(scale.dim() <= 1 && zero_point.dim() <= 1 && scale.numel() == zero_point.numel() && scale.numel() > 0,
+              "{}: scale and zero_point must be 0-d or 1-d with the same number of elements, got shapes {} and {}", op,
+              scale.sizes(), zero_point.sizes());
+  QFLOW_CHECK(qmin < qmax, "{}: quant_min ({}) must be less than quant_max ({})", op, qmin, qmax);
+  // Beyond 2^22 the rounding trick of the kernel is no longer exact (see round_half_even).
+  QFLOW_CHECK(qmin >= -(int64_t{1} << 22) && qmax <= (int64_t{1} << 22),
+              "{}: the grid [{}, {}] is too wide (at most 2^22 in magnitude)", op, qmin, qmax);
+  ChannelLayout layout;
+  layout.inner = self.numel();
+  if (scale.numel() == 1) return layout;
+  const int64_t ndim = self.dim();
+  QFLOW_CHECK(axis >= -ndim && axis < ndim, "{}: axis {} is out of range for an input of shape {}", op, axis,
+              self.sizes());
+  if (axis < 0) axis += ndim;
+  QFLOW_CHECK(self.sizes()[axis] == scale.numel(),
+              "{}: per-channel scale has {} elements but the input of shape {} has {} channels along axis {}", op,
+              scale.numel(), self.sizes(), self.sizes()[axis], axis);
+  layout.channels = scale.numel();
+  layout.inner = 1;
+  for (int64_t d = axis + 1; d < ndim; ++d) layout.inner *= self.sizes()[d];
+  return layout;
+}
+
+std::vector<TensorMeta> fake_quantize_meta(const Stack& a) {
+  check_args(a, 0, "fake_quantize");
+  const Tensor& x = a[0].tensor();
+  return {TensorMeta{x.sizes(), x.dtype()}};
+}
+
+std::vector<TensorMeta> fake_quantize_backward_meta(const Stack& a) {
+  check_args(a, 1, "fake_quantize_backward");
+  const Tensor& g = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  QFLOW_CHECK(g.sizes() == x.sizes(), "fake_quantize_backward: grad_output of shape {} does not match self of shape {}",
+              g.sizes(), x.sizes());
+  return {TensorMeta{x.sizes(), x.dtype()}};
+}
+
+// Per-channel parameters in the compute type, validated: a negative or non-finite scale is
+// a caller bug that would silently produce NaN.
+template <typename T>
+void read_qparams(const Tensor& scale, const Tensor& zero_point, const char* op, std::vector<T>& s, std::vector<T>& z) {
+  const std::vector<double> sd = to_vector<double>(scale);
+  const std::vector<double> zd = to_vector<double>(zero_point);
+  s.resize(sd.size());
+  z.resize(zd.size());
+  for (size_t c = 0; c < sd.size(); ++c) {
+    QFLOW_CHECK(std::isfinite(sd[c]) && sd[c] >= 0.0, "{}: scale must be finite and non-negative, got {} (channel {})",
+                op, sd[c], c);
+    QFLOW_CHECK(std::isfinite(zd[c]), "{}: zero_point must be finite, got {} (channel {})", op, zd[c], c);
+    s[c] = static_cast<T>(sd[c]);
+    z[c] = static_cast<T>(zd[c]);
+  }
+}
+
+// Round half to even for |v| <= 2^22 under the default rounding mode: adding 1.5 * 2^(digits-1)
+// moves v into the binade where the spacing is exactly 1, so the addition itself rounds.
+// Unlike std::nearbyint this compiles to plain SIMD adds without SSE4.1.
+template <typename T>
+inline T round_half_even(T v) {
+  constexpr T kMagic = std::is_same_v<T, float> ? T(12582912.0) : T(6755399441055744.0);  // 1.5·2^23, 1.5·2^52
+  return (v + kMagic) - kMagic;
+}
+
+// y[j] = (clamp(round(x[j] / s + z), lo, hi) - z) * s for one channel's contiguous run.
+// Clamping before rounding is the same as after (lo and hi are integers and rounding is
+// monotone) and keeps the value in round_half_even's exact range.
+template <typename T>
+void quantize_run(const T* __restrict x, T* __restrict y, int64_t n, T s, T z, T lo, T hi) {
+  if (s == T(0)) {  // zero range: identity (see Note [Quantization numerics])
+    std::copy(x, x + n, y);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    T v = x[j] / s + z;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    y[j] = (round_half_even(v) - z) * s;
+  }
+}
+
+// g[j] kept where round(x[j] / s + z) lies in [lo, hi]. Not a hot path: std::nearbyint is
+// exact for any magnitude.
+template <typename T>
+void clip_gradient_run(const T* __restrict g, const T* __restrict x, T* __restrict y, int64_t n, T s, T z, T lo, T hi) {
+  if (s == T(0)) {
+    std::copy(g, g + n, y);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const T q = std::nearbyint(x[j] / s + z);
+    y[j] = (q >= lo && q <= hi) ? g[j] : T(0);
+  }
+}
+
+// Runs fn(begin, end, channel) over [0, n) in parallel, split at channel boundaries.
+template <typename Fn>
+void for_each_channel_run(int64_t n, const ChannelLayout& layout, const Fn& fn) {
+  parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      const int64_t row = i / layout.inner;
+      const int64_t stop = std::min(end, (row + 1) * layout.inner);
+      fn(i, stop, static_cast<size_t>(row % layout.channels));
+      i = stop;
+    }
+  });
+}
+
+// self: any shape (read contiguous); scale/zero_point: (1) or (C); out: self's shape, contiguous.
+Stack fake_quantize_kernel(Stack& a) {
+  const ChannelLayout layout = check_args(a, 0, "fake_quantize");
+  const Tensor x = a[0].tensor().contiguous();
+  Tensor y = empty(x.sizes(), x.dtype());
+  visit_floating(x.dtype(), "fake_quantize", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<T> s, z;
+    read_qparams(a[1].tensor(), a[2].tensor(), "fake_quantize", s, z);
+    const T lo = static_cast<T>(a[3].to_int()), hi = static_cast<T>(a[4].to_int());
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
+      quantize_run(px + b, py + b, e - b, s[c], z[c], lo, hi);
+    });
+  });
+  return {Value(std::move(y))};
+}
+
+// grad_output, self: same shape; result: grad_output masked by the clipped estimator.
+Stack fake_quantize_backward_kernel(Stack& a) {
+  const ChannelLayout layout = check_args(a, 1, "fake_quantize_backward");
+  const Tensor x = a[1].tensor().contiguous();
+  const Tensor g = a[0].tensor().to(x.dtype()).contiguous();
+  Tensor y = empty(x.sizes(), x.dtype());
+  visit_floating(x.dtype(), "fake_quantize_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<T> s, z;
+    read_qparams(a[2].tensor(), a[3].tensor(), "fake_quantize_backward", s, z);
+    const T lo = static_cast<T>(a[4].to_int()), hi = static_cast<T>(a[5].to_int());
+    const T* pg = g.data_ptr<T>();
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
+      clip_gradient_run(pg + b, px + b, py + b, e - b, s[c], z[c], lo, hi);
+    });
+  });
+  return {Value(std::move(y))};
+}
+
+}  // namespace
+}  // namespace qflow::quant
+
+QFLOW_REGISTER_OPS(fake_quantize) {
+  using namespace qflow::quant;
+  registry.def(
+      "fake_quantize(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, int axis=0, "
+      "bool clipped_ste=False) -> Tensor",
+      fake_quantize_meta, fake_quantize_kernel);
+  registry.def(
+      "fake_quantize_backward(Tensor grad_output, Tensor self, Tensor scale, Tensor zero_point, int quant_min, "
+      "int quant_max, int axis=0) -> Tensor",
+      fake_quantize_backward_meta, fake_quantize_backward_kernel);
+}
+
+namespace qflow::quant {
+
+Tensor fake_quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min,
+                     int64_t quant_max, int64_t axis, bool clipped_ste) {
+  static const OpHandle op("fake_quantize");
+  return call_tensor(op, {self, scale, zero_point, quant_min, quant_max, axis, clipped_ste});
+}
+
+Tensor fake_quantize_backward(const Tensor& grad_output, const Tensor& self, const Tensor& scale,
+                              const Tensor& zero_point, int64_t quant_min, int64_t quant_max, int64_t axis) {
+  static const OpHandle op("fake_quantize_backward");
+  return call_tensor(op, {grad_output, self, scale, zero_point, quant_min, quant_max, axis});
+}
+
+}  // namespace qflow::quant

@@ -1,0 +1,80 @@
+// QConfig: defaults, validation messages, integer grids, text forms.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "qflow/core/error.h"
+#include "qflow/quant/qconfig.h"
+
+using namespace qflow;
+using namespace qflow::quant;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string validation_error(const QConfig& qc) {
+  try {
+    qc.validate();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST(QConfigTest, DefaultsAreEightBitSymmetricGooglePerLayer) {
+  const QConfig qc;
+  EXPECT_EQ(qc.bits, 8);
+  EXPECT_EQ(qc.scheme, Scheme::Symmetric);
+  EXPECT_EQ(qc.formula, Formula::Google);
+  EXPECT_TRUE(qc.per_layer);
+  EXPECT_DOUBLE_EQ(qc.momentum, 0.95);
+  EXPECT_EQ(qc.ste, Ste::Pure);
+  EXPECT_NO_THROW(qc.validate());
+  EXPECT_EQ(qc.to_string(), "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)");
+}
+
+TEST(QConfigTest, GridsOfEachScheme) {
+  QConfig sym{.bits = 8};
+  EXPECT_EQ(sym.quant_min(), -128);
+  EXPECT_EQ(sym.quant_max(), 127);
+  QConfig aff{.bits = 8, .scheme = Scheme::Affine};
+  EXPECT_EQ(aff.quant_min(), 0);
+  EXPECT_EQ(aff.quant_max(), 255);
+  QConfig two{.bits = 2};
+  EXPECT_EQ(two.quant_min(), -2);
+  EXPECT_EQ(two.quant_max(), 1);
+  QConfig sixteen{.bits = 16, .scheme = Scheme::Affine};
+  EXPECT_EQ(sixteen.quant_min(), 0);
+  EXPECT_EQ(sixteen.quant_max(), 65535);
+}
+
+TEST(QConfigTest, RejectsInvalidCombinations) {
+  EXPECT_THAT(validation_error({.bits = 1}), HasSubstr("bits must be in 2..16, got 1"));
+  EXPECT_THAT(validation_error({.bits = 17}), HasSubstr("bits must be in 2..16, got 17"));
+  EXPECT_THAT(validation_error({.scheme = Scheme::Affine, .formula = Formula::Cambricon}),
+              HasSubstr("formula cambricon supports only the symmetric scheme"));
+  EXPECT_THAT(validation_error({.momentum = 1.0}), HasSubstr("momentum must be in [0, 1), got 1"));
+  EXPECT_THAT(validation_error({.momentum = -0.5}), HasSubstr("momentum must be in [0, 1), got -0.5"));
+  EXPECT_NO_THROW((QConfig{.bits = 2, .formula = Formula::Cambricon, .momentum = 0.0}.validate()));
+  EXPECT_NO_THROW((QConfig{.bits = 16, .scheme = Scheme::Affine}.validate()));
+}
+
+TEST(QConfigTest, TextFormsRoundTrip) {
+  EXPECT_EQ(parse_scheme("affine"), Scheme::Affine);
+  EXPECT_EQ(parse_formula("cambricon"), Formula::Cambricon);
+  EXPECT_EQ(parse_ste("clipped"), Ste::Clipped);
+  EXPECT_EQ(to_string(parse_scheme("symmetric")), "symmetric");
+  EXPECT_THROW(
+      {
+        try {
+          parse_formula("tensorrt");
+        } catch (const Error& e) {
+          EXPECT_THAT(e.message(), HasSubstr("unknown formula 'tensorrt' (expected google or cambricon)"));
+          throw;
+        }
+      },
+      Error);
+  const QConfig qc{.bits = 4, .scheme = Scheme::Affine, .per_layer = false, .momentum = 0.9, .ste = Ste::Clipped};
+  EXPECT_EQ(qc.to_string(), "QConfig(bits=4, scheme=affine, formula=google, per_layer=false, momentum=0.9, ste=clipped)");
+}
+
+}  // namespace
