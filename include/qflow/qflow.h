@@ -12,3 +12,4 @@
 #include "qflow/nn/nn.h"
 #include "qflow/nn/optim.h"
 #include "qflow/models/models.h"
+#include "qflow/quant/quant.h"

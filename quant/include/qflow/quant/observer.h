@@ -1,0 +1,94 @@
+#pragma once
+// Observers: modules that record the range of the tensors flowing through them and turn it
+// into quantization parameters. Their statistics are buffers, so state_dict saves, loads and
+// resumes them with the model.
+//
+//   auto obs = std::make_shared<MovingAverageMinMaxObserver>(ObserverOptions{.qconfig = qc});
+//   (*obs)(x);                                   // records x's range (training mode only)
+//   Tensor y = quant::fake_quantize(x, obs->calculate_qparams(), qc);
+//
+// Buffers (state_dict keys): min_val, max_val ((1) per tensor, (C) per channel),
+// num_batches_tracked (int64, observations so far) and frozen (bool).
+// An observer records only while its module is in training mode and not frozen. Until it has
+// recorded something its range is [0, 0], whose scale 0 makes fake quantization the identity.
+// Post-training calibration runs the model in eval mode with the observers alone switched
+// back to training mode (observer->train()).
+#include <memory>
+
+#include "qflow/nn/cloneable.h"
+#include "qflow/quant/qparams.h"
+
+namespace qflow::quant {
+
+struct ObserverOptions {
+  QConfig qconfig = {};
+  /// 0: one range for the whole tensor. C > 0: one range per index of axis 0 (the output
+  /// channel of a weight), and observed tensors must have C entries along axis 0.
+  int64_t channels = 0;
+};
+
+/// What both observers share: the statistics buffers, freezing and the qparams.
+/// (A mixin beside nn::Cloneable, so freeze_observers can find every observer type.)
+class Observer {
+ public:
+  virtual ~Observer() = default;
+
+  /// compute_qparams(min_val, max_val, qconfig), per channel along axis 0 when channels > 0.
+  QParams calculate_qparams() const;
+  /// Stops (true) or resumes (false) recording; kept in the "frozen" buffer.
+  void freeze(bool frozen = true);
+  bool is_frozen() const;
+  /// How many tensors have been recorded (the num_batches_tracked buffer).
+  int64_t num_observations() const;
+  const ObserverOptions& options() const { return options_; }
+  const QConfig& qconfig() const { return options_.qconfig; }
+  const Tensor& min_val() const { return min_val_; }
+  const Tensor& max_val() const { return max_val_; }
+
+ protected:
+  explicit Observer(ObserverOptions options);
+  Observer(const Observer&) = default;
+  /// Registers the four buffers on `self` (the observer module) and binds the members.
+  void register_statistics(nn::Module& self);
+  /// True when `self` is training and not frozen.
+  bool should_record(const nn::Module& self) const;
+  /// Stores a new range (no autograd) and counts the observation.
+  void store(const Tensor& min, const Tensor& max);
+  std::string describe() const;
+
+  Tensor min_val_, max_val_, num_batches_tracked_, frozen_;
+
+ private:
+  ObserverOptions options_;
+};
+
+/// Records the range of the latest tensor it saw (OneFlow's min_max_observer): weights, whose
+/// range moves every step, are quantized with their current range, not a stale running one.
+/// Per tensor or per channel (axis 0).
+class MinMaxObserver : public nn::Cloneable<MinMaxObserver>, public Observer {
+ public:
+  explicit MinMaxObserver(ObserverOptions options = {});
+  void reset();
+  /// Records x's range when training and not frozen; returns x unchanged.
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+};
+
+/// Exponential moving average of per-tensor ranges (activations): the first observation seeds
+/// the average, then avg = momentum · avg + (1 − momentum) · current (float32). Symmetric
+/// schemes track a = max(|min|, |max|) and store the range [−a, a]; affine tracks min and max
+/// separately.
+class MovingAverageMinMaxObserver : public nn::Cloneable<MovingAverageMinMaxObserver>, public Observer {
+ public:
+  explicit MovingAverageMinMaxObserver(ObserverOptions options = {});
+  void reset();
+  /// Records x's range when training and not frozen; returns x unchanged.
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+};
+
+/// Freezes (or, with frozen = false, unfreezes) every observer in `root`'s tree, `root`
+/// included; returns how many there were. Works on any module, e.g. a QAT GraphModule.
+int64_t freeze_observers(nn::Module& root, bool frozen = true);
+
+}  // namespace qflow::quant

@@ -1,0 +1,66 @@
+#pragma once
+// QConvBN: Conv2d followed by BatchNorm2d, trained with BN folded into the convolution so the
+// weight that gets quantized is the one a deployed model uses.
+//
+// Note [Folding BN during QAT]
+// Parameters keep the float pair's names: weight and bias (the conv's, bias optional) and
+// bn.weight (γ), bn.bias (β), bn.running_mean, bn.running_var, bn.num_batches_tracked, so a
+// float Conv2d+BatchNorm2d state_dict maps onto it key by key (PyTorch's ConvBn2d layout).
+// Training (BN not frozen):
+//   x_q        = fake_quantize(x) (input_observer)
+//   y          = conv2d(x_q, W, b)                 the float conv, for the batch statistics
+//   mean, var  = batch mean and biased variance of y per channel; running_mean/running_var
+//                move in PyTorch's convention, running = (1 − m)·running + m·batch with the
+//                unbiased variance (OneFlow's QConvBN inverts m — not here)
+//   W'         = W · γ/√(var + ε),  b' = β + (b − mean) · γ/√(var + ε)
+//   out        = conv2d(x_q, fake_quantize(W') (weight_observer), b')
+// mean and var stay differentiable, so with fake quantization disabled the output and every
+// gradient equal Conv2d → BatchNorm2d's. Eval (or frozen BN): the same fold with the running
+// statistics and no statistics update — what DConv2d::from_qconvbn bakes in for good.
+// freeze_bn(true) is the late-QAT switch: training keeps going on the running statistics,
+// which stop moving.
+#include "qflow/nn/layers/batchnorm.h"
+#include "qflow/nn/layers/conv.h"
+#include "qflow/quant/quant_module.h"
+
+namespace qflow::quant {
+
+class QConvBN : public nn::Cloneable<QConvBN>, public QuantModule {
+ public:
+  /// conv: as nn::Conv2d (bias usually false before BN); bn.features 0 means conv.out.
+  /// BN must track running statistics (they are what gets folded for deployment).
+  QConvBN(nn::Conv2dOptions conv, nn::BatchNormOptions bn = {}, QConfig qconfig = {});
+  /// A QConvBN holding copies of conv's and bn's options, parameters and buffers; it keeps
+  /// conv's training mode. The float modules are left untouched.
+  static std::shared_ptr<QConvBN> from_float(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, const QConfig& qconfig);
+  void reset();
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  /// Stops (true) or resumes (false) batch statistics in training; see Note [Folding BN during QAT].
+  void freeze_bn(bool on = true) { bn_frozen_ = on; }
+  bool bn_frozen() const { return bn_frozen_; }
+
+  /// (W', b') folded with the running statistics, without autograd history: W' before fake
+  /// quantization, b' always defined.
+  std::pair<Tensor, Tensor> fold_running_stats() const;
+
+  const nn::Conv2dOptions& conv_options() const { return conv_options_; }
+  const nn::BatchNormOptions& bn_options() const { return bn_options_; }
+
+  Tensor weight;
+  Tensor bias;
+  std::shared_ptr<nn::BatchNorm2d> bn;
+
+ private:
+  /// (W', b') for per-channel statistics mean and invstd = 1/√(var + ε).
+  std::pair<Tensor, Tensor> fold(const Tensor& mean, const Tensor& invstd) const;
+  /// Batch mean and invstd of conv2d(xq, W, b), moving the running statistics.
+  std::pair<Tensor, Tensor> batch_stats(const Tensor& xq);
+
+  nn::Conv2dOptions conv_options_;
+  nn::BatchNormOptions bn_options_;
+  bool bn_frozen_ = false;
+};
+
+}  // namespace qflow::quant

@@ -1,0 +1,51 @@
+#pragma once
+// qflow::quant — quantization aware training in one include.
+//
+//   QConfig                      qconfig.h     bits, scheme, formula, per_layer, momentum, ste
+//   fake_quantize (op)           fake_quantize.h   registered op + STE backward, also F::fake_quantize
+//   QParams, compute_qparams,    qparams.h     scale/zero_point from ranges (Note [Quantization
+//   tensor_range, fake_quantize                numerics]), F-style fake_quantize(x, qparams, qconfig)
+//   MinMaxObserver,              observer.h    range statistics in buffers; freeze_observers
+//   MovingAverageMinMaxObserver
+//   QConv2d, QLinear, QConvBN    qconv.h, qlinear.h, qconvbn.h   QAT modules (Note [QAT module
+//                                              layout], Note [Folding BN during QAT])
+//   DConv2d, DLinear             deploy.h      deployable modules (Note [Deployed module layout])
+//   enable_fake_quant            quant_module.h   switch fake quantization in a whole tree
+//
+// Building the modules from float ones (what a graph pass does per matched node; each
+// factory copies options, parameters and buffers, keeps the source's train/eval mode and
+// leaves the float module untouched):
+//
+//   Conv2d followed by BatchNorm2d (the BN the conv's only user):
+//       auto q = quant::QConvBN::from_float(conv, bn, qconfig);   // conv's weight/bias + bn.*
+//   any other Conv2d:
+//       auto q = quant::QConv2d::from_float(conv, qconfig);
+//   Linear:
+//       auto q = quant::QLinear::from_float(linear, qconfig);
+//
+// After training (or calibration), the deployable forms with every parameter fixed:
+//       quant::DConv2d::from_qconvbn(*qconvbn)   // BN folded from the running statistics
+//       quant::DConv2d::from_qconv2d(*qconv)
+//       quant::DLinear::from_qlinear(*qlinear)
+// Their eval outputs equal the Q modules' eval outputs. The factories throw if fake
+// quantization is on and an observer never recorded anything.
+//
+// Modes. Observers record only in training mode and when not frozen:
+//   - QAT: train the Q model like the float one; quant::freeze_observers(model) stops the
+//     statistics late in training, QConvBN::freeze_bn() stops BN statistics (fold with the
+//     running ones).
+//   - Post-training calibration: model.eval(), then switch just the observers to training
+//     (for each module m with dynamic_cast<quant::Observer*>(m) : m->train()), run batches,
+//     then deploy.
+//   - quant::enable_fake_quant(model, false) makes every Q module compute its float
+//     counterpart exactly (QConvBN == Conv2d → BatchNorm2d) while observers keep recording.
+// The Q, D and observer modules are fx leaf modules (call_module nodes in a traced graph).
+#include "qflow/quant/deploy.h"
+#include "qflow/quant/fake_quantize.h"
+#include "qflow/quant/observer.h"
+#include "qflow/quant/qconfig.h"
+#include "qflow/quant/qconv.h"
+#include "qflow/quant/qconvbn.h"
+#include "qflow/quant/qlinear.h"
+#include "qflow/quant/qparams.h"
+#include "qflow/quant/quant_module.h"

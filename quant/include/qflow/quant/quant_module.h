@@ -1,0 +1,62 @@
+#pragma once
+// What the quantization-aware modules (QConv2d, QLinear, QConvBN) share: their QConfig, the
+// fake-quantization switch and the two observers of Note [QAT module layout].
+//
+// Note [QAT module layout]
+// A Q module keeps its float parameters under the float module's names (weight, bias, and
+// bn.* for QConvBN) plus two observer children:
+//   input_observer   MovingAverageMinMaxObserver, per tensor: the input activations
+//   weight_observer  MinMaxObserver, per tensor or (per_layer = false) per output channel:
+//                    the weight actually convolved (for QConvBN the BN-folded weight)
+// Forward: x_q = fake_quantize(x) with input_observer's qparams, w_q likewise with
+// weight_observer's, then the float op on x_q and w_q. Observers record before their qparams
+// are read, so a training step quantizes with the range of the batch it sees. With
+// fake quantization disabled the module computes exactly its float counterpart (observers
+// still record unless frozen, so their statistics are ready when quantization is switched on).
+#include <string>
+
+#include "qflow/nn/layers/conv.h"
+#include "qflow/quant/observer.h"
+
+namespace qflow::quant {
+
+class QuantModule {
+ public:
+  virtual ~QuantModule() = default;
+  const QConfig& qconfig() const { return qconfig_; }
+  /// Switches fake quantization of input and weight on or off (on by default).
+  void enable_fake_quant(bool on = true) { fake_quant_ = on; }
+  bool fake_quant_enabled() const { return fake_quant_; }
+
+  std::shared_ptr<MovingAverageMinMaxObserver> input_observer;
+  std::shared_ptr<MinMaxObserver> weight_observer;
+
+ protected:
+  explicit QuantModule(const QConfig& qconfig);
+  QuantModule(const QuantModule&) = default;
+  /// Registers input_observer and weight_observer on `self` (weights with `out_channels`
+  /// ranges when the QConfig is per channel).
+  void register_observers(nn::Module& self, int64_t out_channels);
+  /// Records x in input_observer and returns it fake-quantized (or x when disabled).
+  Tensor quantize_input(const Tensor& x);
+  /// Records w in weight_observer and returns it fake-quantized (or w when disabled).
+  Tensor quantize_weight(const Tensor& w);
+  /// ", bits=8, scheme=symmetric, ..." for extra_repr.
+  std::string qconfig_repr() const;
+
+ private:
+  QConfig qconfig_;
+  bool fake_quant_ = true;
+};
+
+/// Switches fake quantization on or off in every Q module of `root`'s tree; returns how many.
+int64_t enable_fake_quant(nn::Module& root, bool on = true);
+
+namespace detail {
+/// "3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)" like nn::Conv2d's repr.
+std::string conv_repr(const nn::Conv2dOptions& o);
+/// Copies src into dst (same shape) without recording autograd history.
+void copy_param(Tensor& dst, const Tensor& src, const char* what);
+}  // namespace detail
+
+}  // namespace qflow::quant
