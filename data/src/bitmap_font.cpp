@@ -1,8 +1,8 @@
-#include "bitmap_font.h"
+#include "qflow/data/bitmap_font.h"
 
 #include <array>
 
-namespace qflow::data::detail {
+namespace qflow::data {
 
 namespace {
 
@@ -86,4 +86,4 @@ const uint8_t* glyph(char c) {
   return table.by_char[u < 128 ? u : static_cast<unsigned char>('?')];
 }
 
-}  // namespace qflow::data::detail
+}  // namespace qflow::data

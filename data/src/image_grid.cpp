@@ -6,9 +6,9 @@
 #include <cmath>
 #include <set>
 
-#include "bitmap_font.h"
 #include "qflow/core/error.h"
 #include "qflow/core/factory.h"
+#include "qflow/data/bitmap_font.h"
 #include "qflow/data/png.h"
 #include "tensor_alloc.h"
 
@@ -23,8 +23,8 @@ constexpr Rgb kPalette[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214
                             {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
 constexpr Rgb kBackground = {24, 24, 24};
 constexpr int kGap = 2;
-constexpr int kBand = detail::kGlyphHeight + 4;
-constexpr int kLegendLine = detail::kGlyphHeight + 3;
+constexpr int kBand = kGlyphHeight + 4;
+constexpr int kLegendLine = kGlyphHeight + 3;
 
 Rgb class_color(int64_t label) { return kPalette[static_cast<size_t>(label) % std::size(kPalette)]; }
 
@@ -49,7 +49,7 @@ class Canvas {
       for (int64_t i = x; i < x + w; ++i) set(i, j, c);
   }
   void text(std::string_view s, int64_t x, int64_t y, Rgb c) {
-    detail::draw_text(s, 0, 0, [&](int dx, int dy) { set(x + dx, y + dy, c); });
+    draw_text(s, 0, 0, [&](int dx, int dy) { set(x + dx, y + dy, c); });
   }
   const Tensor& tensor() const { return t_; }
 
@@ -122,7 +122,7 @@ Tensor make_image_grid(const Tensor& images, const Tensor& labels, const std::ve
                                                         (class_names.empty() ? 0 : static_cast<int64_t>(class_names[static_cast<size_t>(l)].size())));
   const int64_t legend_h = labelled ? kGap + static_cast<int64_t>(shown.size()) * kLegendLine : 0;
   const int64_t grid_w = kGap + cols * (cell_w + kGap);
-  const int64_t width = labelled ? std::max(grid_w, 2 * kGap + detail::kGlyphAdvance * (legend_chars + 2)) : grid_w;
+  const int64_t width = labelled ? std::max(grid_w, 2 * kGap + kGlyphAdvance * (legend_chars + 2)) : grid_w;
   Canvas canvas(kGap + rows * (cell_h + kGap) + legend_h, width);
 
   const int64_t shown_c = c >= 3 ? 3 : 1;
@@ -142,7 +142,7 @@ Tensor make_image_grid(const Tensor& images, const Tensor& labels, const std::ve
     const int64_t band_y = y0 + h * scale;
     canvas.fill(x0, band_y, cell_w, kBand, band);
     std::string text = std::to_string(l);
-    const int64_t fit = (cell_w - 2) / detail::kGlyphAdvance;
+    const int64_t fit = (cell_w - 2) / kGlyphAdvance;
     if (!class_names.empty() && fit > static_cast<int64_t>(text.size()) + 1) {
       const int64_t room = fit - static_cast<int64_t>(text.size()) - 1;
       text.push_back(' ');
@@ -153,9 +153,9 @@ Tensor make_image_grid(const Tensor& images, const Tensor& labels, const std::ve
 
   int64_t y = kGap + rows * (cell_h + kGap);
   for (int64_t l : shown) {  // legend: swatch, index, full name
-    canvas.fill(kGap, y, detail::kGlyphHeight, detail::kGlyphHeight, class_color(l));
+    canvas.fill(kGap, y, kGlyphHeight, kGlyphHeight, class_color(l));
     const std::string name = class_names.empty() ? "" : class_names[static_cast<size_t>(l)];
-    canvas.text(upper_fit(fmt::format("{} {}", l, name), legend_chars), kGap + detail::kGlyphAdvance * 2, y,
+    canvas.text(upper_fit(fmt::format("{} {}", l, name), legend_chars), kGap + kGlyphAdvance * 2, y,
                 {230, 230, 230});
     y += kLegendLine;
   }

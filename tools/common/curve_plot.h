@@ -1,6 +1,6 @@
 #pragma once
-// Training curves as a PNG: one panel per series group (loss, accuracy), epochs on x.
-// Lines only — axes are scaled to the data and the value range is printed by the caller.
+// Training curves as a PNG: one panel per series group (loss, accuracy), epochs on x, labelled
+// with data's bitmap font (series names, y values, epoch numbers).
 #include <string>
 #include <vector>
 
@@ -12,7 +12,7 @@ struct Series {
   unsigned char rgb[3];
 };
 
-/// Writes panels stacked vertically; each panel scales its own y range.
+/// Writes panels stacked vertically; each panel scales its own y range. values[i] is epoch i + 1.
 void write_curves_png(const std::string& path, const std::vector<std::vector<Series>>& panels, int width = 640,
                       int panel_height = 240);
 

@@ -1,10 +1,11 @@
 #pragma once
 // A built-in 5x7 bitmap font (digits, upper-case letters, a little punctuation) for labels
-// in image grids: qflow has no font dependency, and labels only need to be legible.
+// in image grids and the tools' plots: qflow has no font dependency, and labels only need to
+// be legible.
 #include <cstdint>
 #include <string_view>
 
-namespace qflow::data::detail {
+namespace qflow::data {
 
 inline constexpr int kGlyphWidth = 5;
 inline constexpr int kGlyphHeight = 7;
@@ -14,6 +15,11 @@ inline constexpr int kGlyphAdvance = kGlyphWidth + 1;
 /// The 7 rows of `c` (bit 4 = leftmost column). Lower case maps to upper case; characters
 /// the font lacks map to '?'.
 const uint8_t* glyph(char c);
+
+/// Width in pixels of `text` drawn in one line (no trailing space column).
+inline int text_width(std::string_view text) {
+  return text.empty() ? 0 : static_cast<int>(text.size()) * kGlyphAdvance - 1;
+}
 
 /// Calls set(x, y) for every lit pixel of `text` drawn with its top-left corner at (x, y).
 template <typename SetPixel>
@@ -27,4 +33,4 @@ void draw_text(std::string_view text, int x, int y, SetPixel&& set) {
   }
 }
 
-}  // namespace qflow::data::detail
+}  // namespace qflow::data
