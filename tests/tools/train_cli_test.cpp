@@ -1,9 +1,19 @@
 // qflow-train end to end on a small slice of Debian's Fashion-MNIST: a run split by
-// --stop-after/--resume ends with exactly the weights of an uninterrupted run.
+// --stop-after/--resume, or by Ctrl-C in the middle of an epoch and --resume, ends with
+// exactly the weights of an uninterrupted run.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
 
 #include "qflow/qflow.h"
 
@@ -13,12 +23,32 @@ namespace {
 
 const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 
-int run_train(const std::string& dir, const std::string& extra) {
-  const std::string cmd = std::string(QFLOW_BIN_DIR) +
-                          "/qflow-train --model lenet5 --dataset fashion-mnist --subset 384 --test-subset 128 --epochs 2 "
-                          "--batch-size 64 --lr 0.05 --workers 1 --threads 1 --checkpoint-dir " +
-                          dir + " " + extra + " > " + dir + ".out 2>&1";
-  return std::system(cmd.c_str());
+std::string train_command(const std::string& dir, int64_t epochs, const std::string& extra) {
+  return std::string(QFLOW_BIN_DIR) + "/qflow-train --model lenet5 --dataset fashion-mnist --subset 384 --test-subset 128 " +
+         "--epochs " + std::to_string(epochs) + " --batch-size 64 --lr 0.05 --workers 1 --threads 1 --checkpoint-dir " + dir +
+         " " + extra;
+}
+
+int run_train(const std::string& dir, const std::string& extra, int64_t epochs = 2) {
+  return std::system((train_command(dir, epochs, extra) + " > " + dir + ".out 2>&1").c_str());
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The model and optimizer tensors of two training checkpoints are bitwise equal.
+void expect_same_training_state(const std::string& a_file, const std::string& b_file) {
+  const nn::StateDict a = nn::load(a_file);
+  const nn::StateDict b = nn::load(b_file);
+  ASSERT_EQ(a.keys(), b.keys());
+  for (const auto& [key, t] : a) {
+    if (key.rfind("model.", 0) != 0 && key.rfind("optimizer.", 0) != 0) continue;
+    EXPECT_EQ(to_vector<double>(t), to_vector<double>(b.at(key))) << key;
+  }
 }
 
 std::string temp_dir(const char* name) {
@@ -35,20 +65,61 @@ TEST(TrainCliTest, StopAndResumeEndsBitIdenticalToAStraightRun) {
   ASSERT_EQ(run_train(straight, ""), 0);
   ASSERT_EQ(run_train(split, "--stop-after 1"), 0);
   ASSERT_EQ(run_train(split, "--resume"), 0);
-  const nn::StateDict a = nn::load(straight + "/last.safetensors");
-  const nn::StateDict b = nn::load(split + "/last.safetensors");
-  ASSERT_EQ(a.keys(), b.keys());
-  for (const auto& [key, t] : a) {
-    if (key.rfind("model.", 0) != 0 && key.rfind("optimizer.", 0) != 0) continue;
-    EXPECT_EQ(to_vector<double>(t), to_vector<double>(b.at(key))) << key;
-  }
+  expect_same_training_state(straight + "/last.safetensors", split + "/last.safetensors");
   // Both logs describe two epochs.
   for (const auto& dir : {straight, split}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/curves.png"));
     EXPECT_TRUE(std::filesystem::exists(dir + "/best.safetensors"));
   }
+  for (const auto& dir : {straight, split}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + ".out");
+  }
+}
+
+TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdentically) {
+  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = temp_dir("sigint"), straight = temp_dir("sigint_straight");
+  std::filesystem::create_directories(dir);
+  // Many epochs of 6 batches, so SIGINT lands in the middle of training whenever it arrives.
+  const std::string log = dir + "/interrupted.txt";
+  const std::string cmd = "exec " + train_command(dir, 40, "") + " > " + log + " 2>&1";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Signal once the first progress line shows (the handler is installed before training).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (read_text(log).find("epoch 1/40") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const std::string interrupted = read_text(log);
+  ASSERT_TRUE(WIFEXITED(status)) << interrupted;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << interrupted;
+  EXPECT_THAT(interrupted, ::testing::HasSubstr("qflow-train: interrupted; state saved to " + dir +
+                                                "/last.safetensors (continue with --resume)"));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/last.safetensors"));
+
+  // --resume finishes the interrupted epoch from the next batch, then stops there.
+  ASSERT_EQ(run_train(dir, "--resume --stop-after 1", 40), 0);  // stop-after counts completed epochs
+  const std::string resumed = read_text(dir + ".out");
+  std::smatch at;
+  ASSERT_TRUE(std::regex_search(resumed, at, std::regex("resuming at epoch (\\d+) batch (\\d+)"))) << resumed;
+  const int64_t epoch = std::stoll(at[1]), batch = std::stoll(at[2]);
+  EXPECT_GE(batch, 1);  // saved after a batch, never before the first
+  EXPECT_LE(batch, 6);
+  EXPECT_THAT(resumed, ::testing::HasSubstr(fmt::format("stopping after epoch {}", epoch)));
+  // An uninterrupted run of the same epochs ends with the same weights and optimizer state.
+  ASSERT_EQ(run_train(straight, "--stop-after " + std::to_string(epoch), 40), 0);
+  expect_same_training_state(straight + "/last.safetensors", dir + "/last.safetensors");
+  std::filesystem::remove_all(dir);
   std::filesystem::remove_all(straight);
-  std::filesystem::remove_all(split);
+  std::filesystem::remove(dir + ".out");
+  std::filesystem::remove(straight + ".out");
 }
 
 TEST(TrainCliTest, BadFlagsGiveAClearErrorAndNonZeroStatus) {

@@ -5,12 +5,7 @@ namespace qflow::tools {
 void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--model", o.model, "Model from the zoo: resnet18, resnet34, resnet50, mobilenet_v2, alexnet, lenet5")
       ->capture_default_str();
-  app.add_option("--dataset", o.dataset, "cifar10 | fashion-mnist | mnist | folder (DIR/train and DIR/test of PNGs)")
-      ->check(CLI::IsMember({"cifar10", "fashion-mnist", "mnist", "folder"}))
-      ->capture_default_str();
-  app.add_option("--data", o.data,
-                 "Data directory (CIFAR-10: the binary batches or cifar-10-binary.tar.gz; "
-                 "Fashion-MNIST default: /usr/share/datasets/fashion-mnist)");
+  add_dataset_options(app, o.dataset, o.data);
   app.add_option("--epochs", o.epochs, "Training epochs")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", o.lr, "Initial learning rate")->capture_default_str();

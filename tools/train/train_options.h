@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/data_setup.h"
+
 namespace qflow::tools {
 
 struct TrainOptions {
@@ -33,6 +35,11 @@ struct TrainOptions {
   int64_t test_subset = 0;  // evaluate on the first N test samples only (0 = all)
   std::string weights;      // start from a plain state_dict (.safetensors)
   int64_t stop_after = 0;   // stop (as after Ctrl-C) once this many epochs are done (0 = never)
+
+  /// The data part of the options.
+  DataOptions data_options() const {
+    return {.dataset = dataset, .data = data, .augment = augment, .subset = subset, .test_subset = test_subset};
+  }
 };
 
 /// Declares the flags on `app`, writing into `o`.

@@ -48,7 +48,7 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {}
 void Trainer::build() {
   set_num_threads(o_.threads > 0 ? o_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   manual_seed(o_.seed);
-  data_ = make_data(o_);
+  data_ = make_data(o_.data_options());
   model_ = models::create(o_.model, {.num_classes = data_.train->num_classes(), .in_channels = data_.channels,
                                      .image_size = data_.image_size});
   if (!o_.weights.empty()) model_->load_state_dict(nn::load(o_.weights));

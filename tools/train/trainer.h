@@ -4,7 +4,7 @@
 #include <atomic>
 #include <memory>
 
-#include "data_setup.h"
+#include "../common/data_setup.h"
 #include "qflow/qflow.h"
 #include "run_log.h"
 #include "train_options.h"
