@@ -5,7 +5,11 @@
 // written to a temp directory and read back through data::CIFAR10, so `get` is the real one.
 // Pipeline: the CIFAR training recipe — RandomCrop(32, padding 4), RandomHorizontalFlip,
 // ToTensor, Normalize — batch 128, shuffled, for 0 (calling thread), 1 and 2 workers.
+// Fashion-MNIST: the 10,000 test images of Debian's package (/usr/share/datasets/fashion-mnist,
+// skipped when absent) through qflow-train's Fashion-MNIST pipeline — RandomCrop(28, padding 2),
+// flip, ToTensor, Normalize — batch 128, shuffled.
 // One benchmark iteration is one epoch; the rate counter is images/s in wall-clock time.
+// Compare with the img/s qflow-train prints per epoch (the whole training step).
 // Run: build/bin/qflow-bench-data [--benchmark_min_time=2]
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -85,6 +89,24 @@ void BM_DataLoaderCifarPlain(benchmark::State& state) {
   state.counters["images/s"] = benchmark::Counter(static_cast<double>(images), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DataLoaderCifarPlain)->ArgName("workers")->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_DataLoaderFashionMnistAugment(benchmark::State& state) {
+  if (!fs::exists(std::string(FashionMNIST::kDebianRoot) + "/t10k-images-idx3-ubyte.gz")) {
+    state.SkipWithError("dataset-fashion-mnist is not installed");
+    return;
+  }
+  static const auto fashion = std::make_shared<FashionMNIST>(FashionMNIST::kDebianRoot, false);
+  auto transform = std::make_shared<Compose>(std::vector<TransformPtr>{
+      std::make_shared<RandomCrop>(28, 2), std::make_shared<RandomHorizontalFlip>(0.5), std::make_shared<ToTensor>(),
+      std::make_shared<Normalize>(std::vector<double>{0.2860}, std::vector<double>{0.3530})});
+  DataLoader loader(fashion, {.batch_size = 128, .shuffle = true, .num_workers = static_cast<int>(state.range(0)),
+                              .prefetch = 4, .transform = transform});
+  int64_t images = 0;
+  for (auto _ : state)
+    for (Batch& b : loader) images += b.size();
+  state.counters["images/s"] = benchmark::Counter(static_cast<double>(images), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DataLoaderFashionMnistAugment)->ArgName("workers")->Arg(0)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
