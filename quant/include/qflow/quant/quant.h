@@ -11,6 +11,11 @@
 //                                              layout], Note [Folding BN during QAT])
 //   DConv2d, DLinear             deploy.h      deployable modules (Note [Deployed module layout])
 //   enable_fake_quant            quant_module.h   switch fake quantization in a whole tree
+//   quantization_aware_training, passes.h    the graph passes (Note [QAT rewrite]): float -> QAT,
+//   dequantization_aware_training,            QAT/PTQ -> deploy, PTQ preparation; PassSummary
+//   prepare_ptq
+//   calibrate, ModeGuard         calibrate.h   post-training calibration of the observers
+//   annotate_quant_meta          quant_meta.h  "quant.*" node meta that fx::to_dot draws
 //
 // Building the modules from float ones (what a graph pass does per matched node; each
 // factory copies options, parameters and buffers, keeps the source's train/eval mode and
@@ -40,12 +45,15 @@
 //   - quant::enable_fake_quant(model, false) makes every Q module compute its float
 //     counterpart exactly (QConvBN == Conv2d → BatchNorm2d) while observers keep recording.
 // The Q, D and observer modules are fx leaf modules (call_module nodes in a traced graph).
+#include "qflow/quant/calibrate.h"
 #include "qflow/quant/deploy.h"
 #include "qflow/quant/fake_quantize.h"
 #include "qflow/quant/observer.h"
+#include "qflow/quant/passes.h"
 #include "qflow/quant/qconfig.h"
 #include "qflow/quant/qconv.h"
 #include "qflow/quant/qconvbn.h"
 #include "qflow/quant/qlinear.h"
 #include "qflow/quant/qparams.h"
+#include "qflow/quant/quant_meta.h"
 #include "qflow/quant/quant_module.h"

@@ -1,0 +1,97 @@
+#pragma once
+// The quantization passes: a traced float model becomes a quantization aware model with one
+// call, trains like any model, and becomes a deployable model with every parameter fixed.
+//
+//   auto gm  = fx::symbolic_trace(net, example);
+//   quant::PassSummary summary;
+//   auto qat = quant::quantization_aware_training(*gm, example, qconfig, &summary);
+//   fmt::print("{}", summary.to_string());
+//   ... train *qat like net ...
+//   auto deploy = quant::dequantization_aware_training(*gm, *qat, example, qconfig);
+//
+// Post-training quantization, for comparison (calibrate is in calibrate.h):
+//   auto ptq = quant::prepare_ptq(*gm, example, qconfig);        // BN folded, then QConv2d/QLinear
+//   quant::calibrate(*ptq, loader, 16);
+//   auto deploy = quant::dequantization_aware_training(*gm, *ptq, example, qconfig);
+//
+// Note [QAT rewrite]
+// Matching is by data flow with fx's chain matcher (Note [Chain patterns]):
+//   Conv2d → BatchNorm2d (the BN the conv's only user, with running statistics) → QConvBN
+//   any other Conv2d                                                            → QConv2d
+//   Linear                                                                      → QLinear
+// The new module takes the conv's (or linear's) place at the same dotted path, so the node
+// keeps its name, state_dict keeps its order and the keys stay readable and deterministic
+// (layer1.0.conv1.weight, layer1.0.conv1.bn.running_mean, layer1.0.conv1.input_observer.min_val);
+// the folded BatchNorm2d's node and submodule are removed. A conv or BN module called from
+// more than one node (shared weights) is not folded: all its calls keep sharing one module,
+// which becomes a QConv2d (and the BN stays). Only exact types match (a subclass of Conv2d
+// computes something else). Every rewritten node gets "quant.*" meta (see quant_meta.h) so
+// fx::to_dot draws bits, scheme, formula, granularity and, once known, the scales.
+// The deploy pass swaps each Q module for its D form at the same path (Note [Deployed module
+// layout]); every other node and module is copied from the QAT model as trained.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qflow/fx/graph_module.h"
+#include "qflow/quant/qconfig.h"
+
+namespace qflow::quant {
+
+/// One node a pass rewrote.
+struct Replacement {
+  std::string node;    // graph node name ("layer1_0_conv1")
+  std::string path;    // dotted path of the new module ("layer1.0.conv1")
+  std::string from;    // what was there ("Conv2d + BatchNorm2d", "QConvBN")
+  std::string to;      // the new module's type ("QConvBN", "DConv2d")
+  std::string folded;  // path of the BatchNorm2d folded in ("layer1.0.bn1"), or empty
+};
+
+/// What a pass did, for printing and for tests.
+struct PassSummary {
+  std::string pass;  // "quantization_aware_training", "prepare_ptq", "dequantization_aware_training"
+  QConfig qconfig;
+  std::vector<Replacement> replaced;  // in graph order
+  /// Replacements by the new module's type: {"QConvBN": 20, "QLinear": 1}.
+  std::map<std::string, int64_t> counts;
+  int64_t batchnorm_folded = 0;  // BatchNorm2d modules folded into convs (by QConvBN or fuse_conv_bn)
+  int64_t batchnorm_left = 0;    // BatchNorm2d nodes still in the result
+  int64_t conv_left = 0;         // float Conv2d / Linear nodes still in the result (0 after a pass)
+  int64_t linear_left = 0;
+
+  /// counts[type], 0 when absent.
+  int64_t count(const std::string& type) const;
+  /// A table, one row per replacement (node | from | to | module), then a totals line:
+  /// "20 QConvBN, 1 QLinear; 20 BatchNorm2d folded, 0 left".
+  std::string to_string() const;
+};
+
+/// The QAT model of a traced float model (Note [QAT rewrite]): a new GraphModule with its own
+/// copies of every module and tensor (`gm` is untouched), the same train/eval modes, and node
+/// shapes recorded by running `example` (in eval mode, without side effects). `summary`, when
+/// given, receives what was replaced. Throws qflow::Error for an invalid qconfig or when the
+/// rewritten graph does not run on `example`.
+std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const Tensor& example,
+                                                             const QConfig& qconfig, PassSummary* summary = nullptr);
+
+/// The deployable model of a trained (or calibrated) QAT model: QConvBN → DConv2d (BN folded
+/// from the running statistics), QConv2d → DConv2d, QLinear → DLinear, everything else copied
+/// from `qat_gm` (`qat_gm` and `float_gm` are untouched). `float_gm` is the traced float model
+/// `qat_gm` was made from: every Q module must sit where it has a Conv2d or Linear, and every
+/// Q module's QConfig must equal `qconfig` (a deploy model for other numerics would be a
+/// different model); both are checked with errors naming the node. Its eval outputs equal
+/// `qat_gm`'s eval outputs. Throws when an observer never recorded anything (train or
+/// calibrate first).
+std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphModule& float_gm,
+                                                               const fx::GraphModule& qat_gm, const Tensor& example,
+                                                               const QConfig& qconfig, PassSummary* summary = nullptr);
+
+/// Post-training quantization: a copy of `gm` in eval mode with every Conv2d → BatchNorm2d
+/// folded for good (fx::fuse_conv_bn), then the QAT rewrite (so only QConv2d and QLinear).
+/// Calibrate it (calibrate.h), then deploy it with dequantization_aware_training.
+std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example, const QConfig& qconfig,
+                                             PassSummary* summary = nullptr);
+
+}  // namespace qflow::quant

@@ -1,0 +1,76 @@
+// dequantization_aware_training: the deployable model of a trained QAT (or calibrated PTQ)
+// GraphModule. See passes.h.
+#include "pass_util.h"
+#include "qflow/quant/deploy.h"
+
+namespace qflow::quant {
+namespace {
+
+// The float module type a Q module must replace, and its deployable form.
+struct Deployed {
+  const char* float_type;
+  const char* from;
+  nn::ModulePtr module;
+  bool folds_bn;
+};
+
+Deployed deploy_module(const nn::Module& m) {
+  if (const auto* q = dynamic_cast<const QConvBN*>(&m)) return {"Conv2d", "QConvBN", DConv2d::from_qconvbn(*q), true};
+  if (const auto* q = dynamic_cast<const QConv2d*>(&m)) return {"Conv2d", "QConv2d", DConv2d::from_qconv2d(*q), false};
+  if (const auto* q = dynamic_cast<const QLinear*>(&m)) return {"Linear", "QLinear", DLinear::from_qlinear(*q), false};
+  return {nullptr, nullptr, nullptr, false};
+}
+
+// qat_gm must have been made from float_gm with `qconfig`: the Q module at `path` replaced a
+// float module of the expected type there.
+void check_origin(const fx::GraphModule& float_gm, const fx::Node& node, const QuantModule& q, const char* q_type,
+                  const char* float_type, const QConfig& qconfig) {
+  const std::string& path = node.target();
+  std::string found = "no module";
+  try {
+    found = "a " + float_gm.get_submodule(path)->type_name();
+  } catch (const Error&) {
+  }
+  QFLOW_CHECK(found == std::string("a ") + float_type,
+              "dequantization_aware_training: %{} runs a {} at '{}' but the float model has {} there (expected a {}); "
+              "the QAT model was not made from this float model",
+              node.name(), q_type, path, found, float_type);
+  QFLOW_CHECK(q.qconfig() == qconfig,
+              "dequantization_aware_training: %{} ({} at '{}') was built with {}, not {}; deploy with the QConfig the "
+              "model was trained with",
+              node.name(), q_type, path, q.qconfig().to_string(), qconfig.to_string());
+}
+
+}  // namespace
+
+std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphModule& float_gm,
+                                                               const fx::GraphModule& qat_gm, const Tensor& example,
+                                                               const QConfig& qconfig, PassSummary* summary) {
+  qconfig.validate();
+  PassSummary s;
+  s.pass = "dequantization_aware_training";
+  s.qconfig = qconfig;
+  auto deploy = detail::copy_graph_module(qat_gm);
+  std::map<std::string, nn::ModulePtr> built;  // path -> D module (shared calls share one)
+  for (fx::Node* n : deploy->graph()) {
+    if (n->op() != fx::NodeOp::CallModule) continue;
+    const std::string& path = n->target();
+    const nn::ModulePtr m = deploy->get_submodule(path);
+    const auto* q = dynamic_cast<const QuantModule*>(m.get());
+    if (q == nullptr) continue;
+    Deployed d = deploy_module(*m);
+    QFLOW_ASSERT(d.module != nullptr, "a QuantModule that is not QConvBN, QConv2d or QLinear: {}", m->type_name());
+    check_origin(float_gm, *n, *q, d.from, d.float_type, qconfig);
+    if (!built.count(path)) built.emplace(path, d.module);
+    const std::string to = built.at(path)->type_name();
+    s.replaced.push_back({n->name(), path, d.from, to, d.folds_bn ? path + ".bn" : ""});
+    ++s.counts[to];
+    if (d.folds_bn) ++s.batchnorm_folded;
+  }
+  for (auto& [path, module] : built) deploy->add_submodule(path, module);
+  detail::finish_pass(*deploy, example, s);
+  if (summary != nullptr) *summary = std::move(s);
+  return deploy;
+}
+
+}  // namespace qflow::quant

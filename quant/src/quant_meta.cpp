@@ -1,0 +1,81 @@
+// annotate_quant_meta: see Note [Quant node meta].
+#include "qflow/quant/quant_meta.h"
+
+#include <algorithm>
+
+#include "qflow/core/factory.h"
+#include "qflow/quant/deploy.h"
+#include "qflow/quant/qconv.h"
+#include "qflow/quant/qconvbn.h"
+#include "qflow/quant/qlinear.h"
+
+namespace qflow::quant {
+namespace {
+
+void erase_quant_entries(fx::NodeMeta& meta) {
+  for (auto it = meta.extra.begin(); it != meta.extra.end();) {
+    if (it->first.rfind("quant.", 0) == 0) it = meta.extra.erase(it);
+    else ++it;
+  }
+}
+
+void set_config(fx::NodeMeta& meta, const QConfig& qc) {
+  meta.set("quant.bits", static_cast<double>(qc.bits));
+  meta.set("quant.scheme", std::string(to_string(qc.scheme)));
+  meta.set("quant.formula", std::string(to_string(qc.formula)));
+  meta.set("quant.granularity", std::string(qc.per_layer ? "per-layer" : "per-channel"));
+}
+
+// One number for a per-tensor scale; "lo..hi (C ch)" for per-channel ones.
+fx::MetaValue scale_value(const Tensor& scale) {
+  const std::vector<float> s = to_vector<float>(scale.to(DType::Float32));
+  if (s.size() == 1) return static_cast<double>(s[0]);
+  const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
+  return fmt::format("{:.4g}..{:.4g} ({} ch)", *lo, *hi, s.size());
+}
+
+void set_scales(fx::NodeMeta& meta, const QConfig& qc, const Tensor& input_scale, const Tensor& input_zero_point,
+                const Tensor& weight_scale) {
+  meta.set("quant.input_scale", scale_value(input_scale));
+  if (qc.scheme == Scheme::Affine) meta.set("quant.input_zero_point", scale_value(input_zero_point));
+  meta.set("quant.weight_scale", scale_value(weight_scale));
+}
+
+// The meta of one module; false when it is not a quantized module.
+bool annotate(fx::NodeMeta& meta, const nn::Module& m) {
+  if (const auto* q = dynamic_cast<const QuantModule*>(&m)) {
+    set_config(meta, q->qconfig());
+    if (!q->fake_quant_enabled()) {
+      meta.set("quant.fake_quant", std::string("off"));
+    } else if (q->input_observer->num_observations() > 0 && q->weight_observer->num_observations() > 0) {
+      const QParams in = q->input_observer->calculate_qparams();
+      set_scales(meta, q->qconfig(), in.scale, in.zero_point, q->weight_observer->calculate_qparams().scale);
+    }
+    return true;
+  }
+  if (const auto* d = dynamic_cast<const DConv2d*>(&m)) {
+    set_config(meta, d->qconfig());
+    set_scales(meta, d->qconfig(), d->input_scale, d->input_zero_point, d->weight_scale);
+    return true;
+  }
+  if (const auto* d = dynamic_cast<const DLinear*>(&m)) {
+    set_config(meta, d->qconfig());
+    set_scales(meta, d->qconfig(), d->input_scale, d->input_zero_point, d->weight_scale);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int64_t annotate_quant_meta(fx::GraphModule& gm) {
+  int64_t annotated = 0;
+  for (fx::Node* n : gm.graph()) {
+    erase_quant_entries(n->meta());
+    if (n->op() != fx::NodeOp::CallModule) continue;
+    if (annotate(n->meta(), *gm.get_submodule(n->target()))) ++annotated;
+  }
+  return annotated;
+}
+
+}  // namespace qflow::quant
