@@ -84,11 +84,14 @@ TEST_F(ShowDataCliTest, FashionMnistAugmentedBatchKeepsItsSamplesAndChangesItsPi
   ASSERT_EQ(show("--dataset fashion-mnist --count 16 --seed 5 -o " + path("plain.png")), 0) << output_;
   ASSERT_EQ(show("--dataset fashion-mnist --count 16 --seed 5 --augment -o " + path("augmented.png")), 0) << output_;
   EXPECT_THAT(output_, HasSubstr("16 train images of fashion-mnist (seeded sample of 60000, augmented, seed 5)"));
-  // The seeded sample is the loader's first shuffled batch for seed 5.
-  DataLoader loader(std::make_shared<FashionMNIST>(kFashionRoot, true), {.batch_size = 16, .shuffle = true, .seed = 5});
-  const std::vector<int64_t> labels = to_vector<int64_t>(loader.begin()->labels);
+  // The seeded sample is the loader's first shuffled batch for seed 5 (without a transform the
+  // loader scales to [0, 1], which the grid maps back to the stored bytes).
+  const auto train = std::make_shared<FashionMNIST>(kFashionRoot, true);
+  DataLoader loader(train, {.batch_size = 16, .shuffle = true, .seed = 5});
+  const Batch first = *loader.begin();
   const Tensor plain = read_png(path("plain.png")), augmented = read_png(path("augmented.png"));
-  EXPECT_EQ(plain.sizes(), grid_shape(16, 8, 84, distinct(labels)));
+  EXPECT_EQ(plain.sizes(), grid_shape(16, 8, 84, distinct(to_vector<int64_t>(first.labels))));
+  EXPECT_EQ(to_vector<uint8_t>(plain), to_vector<uint8_t>(make_image_grid(first.images, first.labels, train->class_names())));
   EXPECT_EQ(augmented.sizes(), plain.sizes());
   EXPECT_NE(to_vector<uint8_t>(augmented), to_vector<uint8_t>(plain));  // crops and flips moved pixels
 }
