@@ -14,3 +14,6 @@ if(QFLOW_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
 find_package(nlohmann_json REQUIRED)
+# ONNX export: protobuf, and the official ONNX schema from Debian's libonnx-dev (compiled with protoc).
+find_package(Protobuf REQUIRED)
+find_file(QFLOW_ONNX_PROTO NAMES onnx/onnx.proto REQUIRED)

@@ -13,3 +13,4 @@
 #include "qflow/nn/optim.h"
 #include "qflow/models/models.h"
 #include "qflow/quant/quant.h"
+#include "qflow/onnx/export.h"

@@ -1,0 +1,89 @@
+#pragma once
+// ONNX export: writes a model (an nn::Module or a traced fx::GraphModule) as an ONNX file
+// that ONNX Runtime, TensorRT and friends can load.
+//
+//   auto net = models::create("resnet18");
+//   onnx::export_model(net, randn({1, 3, 32, 32}), "resnet18.onnx");
+//
+// Note [What the exporter writes]
+// - The eval-mode computation: the model is deep-copied and put in eval() first (the
+//   caller's model is never modified), as torch.onnx.export does by default.
+// - One graph input named options.input_name (default "input"), float, shaped like the
+//   example with dimension 0 symbolic ("batch") when options.dynamic_batch; one graph output
+//   named options.output_name (default "output") whose batch dimension is symbolic too. The
+//   batch dimensions are found by running the graph at two batch sizes, so a model that
+//   cannot run at another batch size is refused instead of being exported with a wrong
+//   promise. Both are described in the graph's doc_string and the value infos.
+// - Parameters and buffers as initializers named by their state_dict keys ("conv1.weight",
+//   "bn1.running_var"): a reader of the file finds each weight under the name it has in the
+//   checkpoint. Other values are named after the fx nodes that compute them.
+// - Opset options.opset of the default domain (13 unless asked otherwise; 13..17 are
+//   accepted, the range Debian's onnx checker knows), IR version 7 for opset 13 and 8 above.
+// - metadata_props: "qflow.version", "qflow.stage" ("float"), and every entry of
+//   options.metadata (the caller's: e.g. the qconfig of a deploy model).
+// - Serialisation by protobuf with classes generated from the official onnx.proto.
+// Each fx node becomes the ONNX operators listed in the converters (see onnx/src/): Conv,
+// Gemm/MatMul, Relu, Clip, HardSwish (HardSigmoid·Mul at opset 13), Sigmoid, Tanh,
+// LeakyRelu, Add/Sub/Mul, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten,
+// Reshape, Transpose, BatchNormalization, Concat. Built-in layers without parameters
+// (ReLU, MaxPool2d, Dropout, Flatten, ...) are exported through the ops their forward
+// calls. A node the exporter cannot express exactly is refused with a qflow::Error naming
+// the node (`onnx export: node %foo (call_function[target=foo]) ...`); nothing is written.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qflow/core/tensor.h"
+#include "qflow/fx/graph_module.h"
+#include "qflow/nn/module.h"
+
+namespace qflow::onnx {
+
+struct ExportOptions {
+  /// ONNX opset of the default domain.
+  int64_t opset = 13;
+  std::string input_name = "input";
+  std::string output_name = "output";
+  /// Name of the symbolic batch dimension; with dynamic_batch = false every dimension is
+  /// fixed to the example's sizes.
+  bool dynamic_batch = true;
+  std::string batch_dim_name = "batch";
+  /// The ONNX graph's name.
+  std::string graph_name = "qflow";
+  /// Extra model metadata_props (added after qflow's own keys; may not redefine them).
+  std::map<std::string, std::string> metadata;
+};
+
+/// What was written, for tools and tests.
+struct ExportSummary {
+  std::string input_name, output_name;
+  /// Sizes of the graph input and output as exported; -1 marks the symbolic batch dimension.
+  std::vector<int64_t> input_shape, output_shape;
+  /// ONNX operator types used, with their counts, sorted by type.
+  std::map<std::string, int64_t> op_counts;
+  int64_t num_nodes = 0;
+  int64_t num_initializers = 0;
+  /// The serialised ModelProto (what export_model writes to the file).
+  std::string bytes;
+};
+
+/// Exports `module` traced with fx::symbolic_trace on `example` (a deep copy of it, in eval
+/// mode). See Note [What the exporter writes]. Writes `path` atomically (temporary file, then
+/// rename). Throws qflow::Error on an unsupported node, a bad option or an I/O failure.
+ExportSummary export_model(const std::shared_ptr<nn::Module>& module, const Tensor& example, const std::string& path,
+                           const ExportOptions& options = {});
+/// Exports an already traced (possibly rewritten) graph; `gm` is copied, not modified.
+ExportSummary export_model(const fx::GraphModule& gm, const Tensor& example, const std::string& path,
+                           const ExportOptions& options = {});
+
+/// The same conversions without writing a file (summary.bytes holds the model).
+ExportSummary export_to_bytes(const std::shared_ptr<nn::Module>& module, const Tensor& example,
+                              const ExportOptions& options = {});
+ExportSummary export_to_bytes(const fx::GraphModule& gm, const Tensor& example, const ExportOptions& options = {});
+
+/// The qflow version recorded in metadata ("0.1.0").
+std::string qflow_version();
+
+}  // namespace qflow::onnx

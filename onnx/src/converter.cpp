@@ -1,0 +1,159 @@
+#include "converter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "qflow/core/error.h"
+#include "qflow/core/op_registry.h"
+
+namespace qflow::onnx::detail {
+
+void fail(const fx::Node& node, const std::string& message) {
+  std::string from;
+  // Nodes that inline_modules copied out of a module's forward name that module too.
+  if (const fx::MetaValue* m = node.meta().find("onnx.inlined_from"))
+    from = fmt::format(", from module call_module[target={}]", std::get<std::string>(*m));
+  QFLOW_CHECK(false, "onnx export: node %{} ({}[target={}]{}): {}", node.name(), fx::op_name(node.op()),
+              node.target(), from, message);
+  std::abort();  // unreachable: QFLOW_CHECK(false) throws
+}
+
+void ExportContext::bind(const fx::Node& node, std::vector<std::string> values) {
+  QFLOW_ASSERT(values_.emplace(&node, std::move(values)).second, "onnx export: node %{} converted twice", node.name());
+}
+
+std::string ExportContext::value(const fx::Node& node, const fx::Node& user, size_t index) {
+  auto it = values_.find(&node);
+  if (it == values_.end() && node.op() == fx::NodeOp::GetAttr) {
+    bind(node, {builder.initializer(node.target(), gm.get_attr(node.target()))});
+    it = values_.find(&node);
+  }
+  if (it == values_.end()) {
+    if (node.op() == fx::NodeOp::CallFunction && node.target().rfind("sym_", 0) == 0)
+      fail(user, fmt::format("reads the symbolic size %{} as a tensor; ONNX export supports symbolic sizes only as "
+                             "view/reshape dimensions",
+                             node.name()));
+    fail(user, fmt::format("its input %{} has no ONNX value", node.name()));
+  }
+  QFLOW_ONNX_CHECK(index < it->second.size() && !it->second[index].empty(), user,
+                   "output {} of %{} has no ONNX value", index, node.name());
+  return it->second[index];
+}
+
+std::string ExportContext::tensor_arg(const fx::Node& user, const fx::Argument& arg, std::string_view what) {
+  QFLOW_ONNX_CHECK(arg.is_node(), user, "argument '{}' must be a tensor, got {}", what, fx::format_argument(arg));
+  return value(*arg.node(), user);
+}
+
+std::string ExportContext::out_name(const fx::Node& node) const {
+  if (&node == result_) return options.output_name;
+  // The graph's input and output names belong to them alone; an inner node that happens to
+  // be named alike (an fx node called "output", say) gets a suffix.
+  if (node.name() == options.input_name || node.name() == options.output_name) return node.name() + "__";
+  return node.name();
+}
+
+void ExportContext::emit(const fx::Node& node, std::string_view op_type, const std::vector<std::string>& inputs,
+                         const std::vector<Attr>& attrs) {
+  const std::string out = out_name(node);
+  builder.node(op_type, inputs, {out}, attrs);
+  bind(node, {out});
+}
+
+void ExportContext::alias(const fx::Node& node, const fx::Argument& source) {
+  bind(node, {tensor_arg(node, source, "self")});
+}
+
+const std::vector<int64_t>& ExportContext::shape(const fx::Node& node) const {
+  if (!node.meta().has_shape()) fail(node, "its shape is unknown (ShapeProp recorded none)");
+  return node.meta().shape();
+}
+
+DType ExportContext::dtype(const fx::Node& node) const {
+  if (!node.meta().has_shape()) fail(node, "its dtype is unknown (ShapeProp recorded none)");
+  return node.meta().dtype();
+}
+
+namespace {
+fx::Argument to_argument(const Value& v) {
+  if (v.is_none()) return fx::Argument();
+  if (v.is_int()) return fx::Argument(v.sym_int().expect_int("a schema default"));
+  if (v.is_int_list()) return fx::Argument(v.int_list());
+  if (v.is_bool()) return fx::Argument(v.to_bool());
+  if (v.is_double()) return fx::Argument(v.to_double());
+  if (v.is_string()) return fx::Argument(v.string());
+  if (v.is_dtype()) return fx::Argument(v.dtype());
+  if (v.is_scalar()) {
+    const Scalar s = v.scalar();
+    if (s.is_floating()) return fx::Argument(s.to_double());
+    if (s.kind() == Scalar::Kind::Bool) return fx::Argument(s.to_int() != 0);
+    return fx::Argument(s.to_int());
+  }
+  QFLOW_ASSERT(false, "onnx export: unexpected schema default of kind {}", v.kind_name());
+  return fx::Argument();
+}
+}  // namespace
+
+fx::Arguments full_args(const fx::Node& node) {
+  const OpDef* def = OpRegistry::instance().find(node.target());
+  if (!def) fail(node, fmt::format("'{}' is not a registered op", node.target()));
+  const auto& specs = def->schema.args;
+  QFLOW_ONNX_CHECK(node.args().size() <= specs.size(), node, "{} arguments for the {} of schema {}", node.args().size(),
+                   specs.size(), def->schema.to_string());
+  fx::Arguments out(node.args().begin(), node.args().end());
+  for (size_t i = out.size(); i < specs.size(); ++i) {
+    const auto kw = std::find_if(node.kwargs().begin(), node.kwargs().end(),
+                                 [&](const auto& p) { return p.first == specs[i].name; });
+    if (kw != node.kwargs().end()) {
+      out.push_back(kw->second);
+    } else {
+      QFLOW_ONNX_CHECK(specs[i].default_value.has_value(), node, "argument '{}' of schema {} is missing",
+                       specs[i].name, def->schema.to_string());
+      out.push_back(to_argument(*specs[i].default_value));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> pair_arg(const fx::Node& node, const fx::Argument& arg, std::string_view what,
+                              const std::vector<int64_t>& fallback) {
+  std::vector<int64_t> v;
+  if (arg.is_int()) {
+    v = {arg.to_int()};
+  } else {
+    QFLOW_ONNX_CHECK(arg.is_int_list(), node, "argument '{}' must be int[2], got {}", what, fx::format_argument(arg));
+    for (const fx::IntOrNode& e : arg.int_list()) {
+      QFLOW_ONNX_CHECK(std::holds_alternative<int64_t>(e), node, "argument '{}' must be constant, got {}", what,
+                       fx::format_argument(arg));
+      v.push_back(std::get<int64_t>(e));
+    }
+  }
+  if (v.empty()) v = fallback;
+  if (v.size() == 1) v.push_back(v[0]);
+  QFLOW_ONNX_CHECK(v.size() == 2, node, "argument '{}' must hold 1 or 2 values, got {}", what, fx::format_argument(arg));
+  return v;
+}
+
+const std::map<std::string, FunctionConverter>& function_converters() {
+  static const auto table = [] {
+    std::map<std::string, FunctionConverter> t;
+    add_float_function_converters(t);
+    add_quant_function_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+const std::unordered_map<std::type_index, ModuleConverter>& module_converters() {
+  static const auto table = [] {
+    std::unordered_map<std::type_index, ModuleConverter> t;
+    add_float_module_converters(t);
+    add_quant_module_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace qflow::onnx::detail

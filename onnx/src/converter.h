@@ -1,0 +1,100 @@
+#pragma once
+// The conversion of an fx graph into ONNX nodes: ExportContext holds what converters share
+// (the builder, the module, the ONNX value of every converted node); converters are plain
+// functions looked up by op name (call_function) or by module type (call_module).
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <unordered_map>
+#include <vector>
+
+#include "graph_builder.h"
+#include "qflow/fx/graph_module.h"
+#include "qflow/nn/layers/conv.h"
+#include "qflow/onnx/export.h"
+
+namespace qflow::onnx::detail {
+
+/// Throws the exporter's error for `node`:
+/// "onnx export: node %add (call_function[target=add]): <message>".
+[[noreturn]] void fail(const fx::Node& node, const std::string& message);
+
+#define QFLOW_ONNX_CHECK(cond, node, ...)                                          \
+  do {                                                                             \
+    if (!(cond)) [[unlikely]]                                                      \
+      ::qflow::onnx::detail::fail((node), ::fmt::format(__VA_ARGS__));             \
+  } while (0)
+
+class ExportContext {
+ public:
+  ExportContext(GraphBuilder& builder, fx::GraphModule& gm, const ExportOptions& options, const fx::Node* result)
+      : builder(builder), gm(gm), options(options), result_(result) {}
+
+  GraphBuilder& builder;
+  fx::GraphModule& gm;
+  const ExportOptions& options;
+  /// Set by converters of quantized nodes (Q/DQ): the model's stage is then "deploy".
+  bool quantized = false;
+  /// QConfig::to_string() of every deployed module converted (metadata "qflow.qconfig").
+  std::set<std::string> qconfigs;
+
+  /// Records the ONNX values of `node`'s outputs ("" for an output ONNX has no value for).
+  void bind(const fx::Node& node, std::vector<std::string> values);
+  /// The ONNX value of output `index` of `node`. get_attr nodes become initializers named by
+  /// their target on first use. Throws naming `user` when the node has no such value.
+  std::string value(const fx::Node& node, const fx::Node& user, size_t index = 0);
+  /// The ONNX value of a tensor argument of `user`; `what` names the argument in errors.
+  std::string tensor_arg(const fx::Node& user, const fx::Argument& arg, std::string_view what);
+
+  /// The name of `node`'s (first) output value: options.output_name for the graph's result.
+  std::string out_name(const fx::Node& node) const;
+  /// A name for an intermediate value or constant of `node`'s conversion: "node/suffix".
+  static std::string tmp(const fx::Node& node, std::string_view suffix) { return node.name() + "/" + std::string(suffix); }
+  /// Appends one ONNX node computing `node`'s single output and binds it.
+  void emit(const fx::Node& node, std::string_view op_type, const std::vector<std::string>& inputs,
+            const std::vector<Attr>& attrs = {});
+  /// Makes `node` stand for the same value as `source` (identity ops: eval dropout, contiguous).
+  void alias(const fx::Node& node, const fx::Argument& source);
+
+  /// Output 0's sizes and dtype as ShapeProp recorded them.
+  const std::vector<int64_t>& shape(const fx::Node& node) const;
+  DType dtype(const fx::Node& node) const;
+
+ private:
+  const fx::Node* result_;
+  std::unordered_map<const fx::Node*, std::vector<std::string>> values_;
+};
+
+/// `node`'s arguments in schema order, keyword arguments and omitted defaults filled in
+/// (tracing leaves out trailing arguments equal to their defaults).
+fx::Arguments full_args(const fx::Node& node);
+/// An int[2]-style argument as exactly two values ([k] means [k, k]); `fallback` when empty.
+std::vector<int64_t> pair_arg(const fx::Node& node, const fx::Argument& arg, std::string_view what,
+                              const std::vector<int64_t>& fallback = {});
+
+/// The single tensor argument of a call_module node.
+std::string module_input(ExportContext& c, const fx::Node& node);
+/// Conv's kernel_shape, strides, pads ("same" resolved as PyTorch does), dilations, group.
+std::vector<Attr> conv_attrs(const fx::Node& node, const nn::Conv2dOptions& options,
+                             const std::vector<int64_t>& weight_shape);
+
+using FunctionConverter = std::function<void(ExportContext&, const fx::Node&, const fx::Arguments&)>;
+using ModuleConverter = std::function<void(ExportContext&, const fx::Node&, nn::Module&)>;
+
+/// Converters of registered ops, by op name ("relu", "conv2d", "add.Scalar", ...).
+const std::map<std::string, FunctionConverter>& function_converters();
+/// Converters of module types (exact type); a call_module of any other type is inlined
+/// (see inline_modules) before conversion.
+const std::unordered_map<std::type_index, ModuleConverter>& module_converters();
+
+// Tables filled per family (float_ops.cpp, float_modules.cpp, ...), gathered by the two
+// functions above: explicit calls, nothing that static-library linking could drop.
+void add_float_function_converters(std::map<std::string, FunctionConverter>& table);
+void add_float_module_converters(std::unordered_map<std::type_index, ModuleConverter>& table);
+void add_quant_function_converters(std::map<std::string, FunctionConverter>& table);
+void add_quant_module_converters(std::unordered_map<std::type_index, ModuleConverter>& table);
+
+}  // namespace qflow::onnx::detail
