@@ -228,6 +228,7 @@ ExportSummary export_to_bytes(const fx::GraphModule& gm, const Tensor& example, 
 
 ExportSummary export_to_bytes(const std::shared_ptr<nn::Module>& module, const Tensor& example,
                               const ExportOptions& options) {
+  check_options(options, example);  // before tracing, whose errors would be less clear
   return convert(*trace_for_export(module, example), example, options);
 }
 

@@ -9,20 +9,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-/// Non-trivial BatchNorm statistics and affine parameters (fresh ones are the identity).
-void randomize_batch_norms(nn::Module& model) {
-  NoGradGuard no_grad;
-  for (const auto& [name, m] : model.named_modules()) {
-    auto* bn = dynamic_cast<nn::BatchNorm2d*>(m.get());
-    if (!bn) continue;
-    const int64_t c = bn->options().features;
-    bn->running_mean.copy_(randn({c}) * 0.1);
-    bn->running_var.copy_(rand({c}) + 0.5);
-    bn->weight.copy_(rand({c}) + 0.5);
-    bn->bias.copy_(randn({c}) * 0.1);
-  }
-}
-
 struct ZooCase {
   std::string model;
   models::ModelOptions options;

@@ -21,6 +21,7 @@
 
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/onnx/export.h"
+#include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
 
 namespace onnx_test {
@@ -80,6 +81,36 @@ inline Tensor eval_output(const std::shared_ptr<qflow::nn::Module>& module, cons
   auto copy = module->clone();
   copy->eval();
   return (*copy)(x);
+}
+
+using namespace qflow;
+
+/// Non-trivial BatchNorm statistics (fresh ones are the identity, which folds to nothing).
+inline void randomize_batch_norms(nn::Module& model) {
+  NoGradGuard no_grad;
+  for (const auto& [name, m] : model.named_modules()) {
+    auto* bn = dynamic_cast<nn::BatchNorm2d*>(m.get());
+    if (!bn) continue;
+    const int64_t c = bn->options().features;
+    bn->running_mean.copy_(randn({c}) * 0.1);
+    bn->running_var.copy_(rand({c}) + 0.5);
+    bn->weight.copy_(rand({c}) + 0.5);
+    bn->bias.copy_(randn({c}) * 0.1);
+  }
+}
+
+/// The deploy model of `name` after QAT conversion and calibration on two random batches.
+inline std::shared_ptr<qflow::fx::GraphModule> deploy_model(const std::string& name, const quant::QConfig& qc,
+                                              const models::ModelOptions& options = {}) {
+  manual_seed(5);
+  auto model = models::create(name, options);
+  randomize_batch_norms(*model);
+  const IntList batch{4, options.in_channels, options.image_size, options.image_size};
+  const Tensor example = randn({1, batch[1], batch[2], batch[3]});
+  auto float_gm = fx::symbolic_trace(model, example);
+  auto qat = quant::quantization_aware_training(*float_gm, example, qc);
+  quant::calibrate(*qat, std::vector<Tensor>{randn(batch), randn(batch)});
+  return quant::dequantization_aware_training(*float_gm, *qat, example, qc);
 }
 
 /// A fresh directory per test; removed afterwards.

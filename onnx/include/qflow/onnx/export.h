@@ -53,7 +53,7 @@ struct ExportOptions {
   /// The ONNX graph's name.
   std::string graph_name = "qflow";
   /// Extra model metadata_props (added after qflow's own keys; may not redefine them).
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata = {};
 };
 
 /// What was written, for tools and tests.
