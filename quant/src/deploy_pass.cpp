@@ -50,6 +50,7 @@ std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphMo
   PassSummary s;
   s.pass = "dequantization_aware_training";
   s.qconfig = qconfig;
+  detail::ScratchGenerator keep_callers_stream;
   auto deploy = detail::copy_graph_module(qat_gm);
   std::map<std::string, nn::ModulePtr> built;  // path -> D module (shared calls share one)
   for (fx::Node* n : deploy->graph()) {

@@ -3,10 +3,19 @@
 #include <memory>
 #include <string>
 
+#include "qflow/core/generator.h"
 #include "qflow/fx/graph_module.h"
 #include "qflow/quant/passes.h"
 
 namespace qflow::quant::detail {
+
+/// New modules draw a random initialisation that the copied float values then overwrite;
+/// drawing it from a scratch generator keeps a pass from moving the caller's random stream
+/// (as fx::fuse_conv_bn does), so a run is the same with or without a pass in the middle.
+struct ScratchGenerator {
+  Generator scratch;
+  GeneratorGuard guard{&scratch};
+};
 
 /// A deep copy of gm (every module and tensor its own), so a pass leaves its input untouched.
 std::shared_ptr<fx::GraphModule> copy_graph_module(const fx::GraphModule& gm);

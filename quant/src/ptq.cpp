@@ -12,6 +12,7 @@ std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Te
   s.qconfig = qconfig;
   // fuse_conv_bn folds only eval-mode BatchNorms (it freezes their statistics); gm's own
   // modes are not ours to change, so fold a copy that is in eval mode.
+  detail::ScratchGenerator keep_callers_stream;
   auto copy = detail::copy_graph_module(gm);
   copy->eval();
   const auto count_bn = [](const fx::GraphModule& g) {

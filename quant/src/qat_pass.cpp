@@ -117,6 +117,7 @@ std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModu
   PassSummary s;
   s.pass = "quantization_aware_training";
   s.qconfig = qconfig;
+  detail::ScratchGenerator keep_callers_stream;
   auto qat = detail::copy_graph_module(gm);
   detail::quantize_in_place(*qat, qconfig, s);
   detail::finish_pass(*qat, example, s);

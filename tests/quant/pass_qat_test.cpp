@@ -230,3 +230,16 @@ TEST(QatPassTest, RejectsAnInvalidQConfigAndAMissingExample) {
   EXPECT_THAT(error_of([&] { quantization_aware_training(*gm, Tensor(), {}); }),
               HasSubstr("quantization_aware_training: the example input is undefined"));
 }
+
+TEST(QatPassTest, PassesDoNotMoveTheCallersRandomStream) {
+  auto gm = traced_net();
+  const Tensor ex = randn({2, 2, 4, 4});
+  manual_seed(7);
+  const std::vector<float> want = to_vector<float>(randn({4}));
+  manual_seed(7);
+  auto qat = quantization_aware_training(*gm, ex, {});
+  auto ptq = prepare_ptq(*gm, ex, {});
+  calibrate(*qat, std::vector<Tensor>{ex});
+  auto deploy = dequantization_aware_training(*gm, *qat, ex, {});
+  EXPECT_EQ(to_vector<float>(randn({4})), want);
+}

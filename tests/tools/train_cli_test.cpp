@@ -129,3 +129,91 @@ TEST(TrainCliTest, BadFlagsGiveAClearErrorAndNonZeroStatus) {
                          "/out.txt 2>&1").c_str()), 0);
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// "| lenet5 | QAT    | 8    | affine    | google  | yes       | 71.09%   |" → the accuracy of a
+// results-table row, or -1 when the output has no such row.
+double table_accuracy(const std::string& output, const std::string& stage) {
+  std::smatch m;
+  const std::regex row("\\| lenet5 \\| " + stage + " *\\|[^\\n]*\\| ([0-9.]+)% *\\|");
+  return std::regex_search(output, m, row) ? std::stod(m[1]) : -1.0;
+}
+
+bool has_row(const std::string& output, const std::string& cells) { return output.find(cells) != std::string::npos; }
+
+}  // namespace
+
+TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
+  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string straight = temp_dir("qat_straight"), split = temp_dir("qat_split");
+  const std::string qat = "--qat --scheme affine --qat-momentum 0.9";
+  ASSERT_EQ(run_train(straight, qat), 0) << read_text(straight + ".out");
+  ASSERT_EQ(run_train(split, qat + " --stop-after 1"), 0);
+  ASSERT_EQ(run_train(split, qat + " --resume"), 0);
+  expect_same_training_state(straight + "/last.safetensors", split + "/last.safetensors");
+  // The checkpoint holds the QAT GraphModule: float weights, observers (no float-only keys).
+  const nn::StateDict ckpt = nn::load(split + "/last.safetensors");
+  EXPECT_TRUE(ckpt.contains("model.conv1.weight"));
+  EXPECT_TRUE(ckpt.contains("model.conv1.input_observer.min_val"));
+  EXPECT_TRUE(ckpt.contains("model.fc3.weight_observer.max_val"));
+  EXPECT_EQ(ckpt.at("model.conv1.input_observer.num_batches_tracked").item<int64_t>(), 12);  // 2 epochs x 6 batches
+  // Both report the same QAT and deploy accuracy and write the same deploy model.
+  const std::string out = read_text(straight + ".out"), resumed = read_text(split + ".out");
+  EXPECT_THAT(out, ::testing::HasSubstr("quantization_aware_training: QConfig(bits=8, scheme=affine, formula=google, "
+                                        "per_layer=true, momentum=0.9, ste=pure)"));
+  EXPECT_THAT(out, ::testing::HasSubstr("5 replaced (2 QConv2d, 3 QLinear)"));
+  EXPECT_THAT(out, ::testing::HasSubstr("| model  | stage  | bits | scheme | formula | per-layer | accuracy |\n"));
+  EXPECT_TRUE(has_row(out, "| lenet5 | QAT    | 8    | affine | google  | yes       |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | deploy | 8    | affine | google  | yes       |")) << out;
+  EXPECT_GT(table_accuracy(out, "deploy"), 0.0);
+  EXPECT_EQ(table_accuracy(resumed, "QAT"), table_accuracy(out, "QAT"));
+  EXPECT_EQ(table_accuracy(resumed, "deploy"), table_accuracy(out, "deploy"));
+  EXPECT_EQ(to_vector<float>(nn::load(straight + "/deploy.safetensors").at("conv1.weight_scale")),
+            to_vector<float>(nn::load(split + "/deploy.safetensors").at("conv1.weight_scale")));
+  // --eval-only evaluates the best QAT weights and deploys them again.
+  ASSERT_EQ(run_train(split, qat + " --eval-only"), 0);
+  EXPECT_GT(table_accuracy(read_text(split + ".out"), "deploy"), 0.0);
+  // Resuming with other quantization flags is refused.
+  EXPECT_NE(run_train(split, "--qat --resume"), 0);
+  EXPECT_THAT(read_text(split + ".out"), ::testing::HasSubstr("was trained with quantization 'qat QConfig(bits=8, "
+                                                              "scheme=affine"));
+  EXPECT_NE(run_train(split, "--resume"), 0);
+  EXPECT_THAT(read_text(split + ".out"), ::testing::HasSubstr("but the flags ask for 'none'"));
+  for (const auto& dir : {straight, split}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + ".out");
+  }
+}
+
+TEST(TrainCliTest, QatFromAFloatCheckpointWithPtqReportsEveryStage) {
+  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string fp = temp_dir("float"), q = temp_dir("qat_from");
+  ASSERT_EQ(run_train(fp, "", 1), 0);
+  std::smatch best;
+  const std::string float_out = read_text(fp + ".out");
+  ASSERT_TRUE(std::regex_search(float_out, best, std::regex("best test accuracy ([0-9.]+)%"))) << float_out;
+  ASSERT_EQ(run_train(q, "--qat-from " + fp + "/last.safetensors --ptq --calib-batches 2 --per-channel --bits 6 "
+                         "--formula cambricon --ste clipped", 1), 0) << read_text(q + ".out");
+  const std::string out = read_text(q + ".out");
+  // The float row is the checkpoint's own accuracy, measured before QAT starts.
+  EXPECT_DOUBLE_EQ(table_accuracy(out, "float"), std::stod(best[1]));
+  EXPECT_TRUE(has_row(out, "| lenet5 | float  | 32   | -         | -         | -         |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | QAT    | 6    | symmetric | cambricon | no        |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | deploy | 6    | symmetric | cambricon | no        |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | PTQ    | 6    | symmetric | cambricon | no        |")) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("qflow-train: PTQ model calibrated on 2 training batches"));
+  // A float run with --ptq reports float and PTQ.
+  ASSERT_EQ(run_train(fp, "--eval-only --weights " + fp + "/best.safetensors --ptq"), 0);
+  const std::string ptq = read_text(fp + ".out");
+  EXPECT_DOUBLE_EQ(table_accuracy(ptq, "float"), std::stod(best[1]));
+  EXPECT_TRUE(has_row(ptq, "| lenet5 | PTQ   | 8    | symmetric | google  | yes       |")) << ptq;
+  // Invalid combinations are refused before any training.
+  EXPECT_NE(run_train(q, "--qat --scheme affine --formula cambricon"), 0);
+  EXPECT_THAT(read_text(q + ".out"), ::testing::HasSubstr("cambricon"));
+  EXPECT_NE(run_train(q, "--qat-from " + fp + "/best.safetensors --weights " + fp + "/best.safetensors"), 0);
+  for (const auto& dir : {fp, q}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + ".out");
+  }
+}

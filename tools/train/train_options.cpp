@@ -32,6 +32,41 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::ExistingFile);
   app.add_option("--stop-after", o.stop_after,
                  "Stop after this many epochs with a resumable checkpoint (split a run across sessions)");
+  add_quant_options(app, o);
+}
+
+void add_quant_options(CLI::App& app, TrainOptions& o) {
+  app.add_flag("--qat", o.qat, "Quantization aware training: train the QAT model (BN folded into QConvBN), "
+                                             "then evaluate it and its deploy model");
+  app.add_option("--qat-from", o.qat_from, "Fine-tune this float checkpoint (best.safetensors or last.safetensors) with QAT")
+      ->check(CLI::ExistingFile)
+      ->excludes("--weights");
+  app.add_flag("--ptq", o.ptq, "Also quantize the float model post-training (BN folded, calibrated) and evaluate it");
+  app.add_option("--bits", o.bits, "Quantization bits (2-16)")->check(CLI::Range(2, 16))->capture_default_str();
+  app.add_option("--scheme", o.scheme, "Integer grid: symmetric | affine")
+      ->check(CLI::IsMember({"symmetric", "affine"}))
+      ->capture_default_str();
+  app.add_option("--formula", o.formula, "Scale formula: google | cambricon (power of two, symmetric only)")
+      ->check(CLI::IsMember({"google", "cambricon"}))
+      ->capture_default_str();
+  app.add_flag("--per-channel", o.per_channel, "One weight scale per output channel (default: per layer)");
+  // --momentum is SGD's, so the observers' momentum has its own name.
+  app.add_option("--qat-momentum", o.qat_momentum, "Activation observers' moving-average momentum")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  app.add_option("--ste", o.ste, "Straight-through estimator: pure | clipped")
+      ->check(CLI::IsMember({"pure", "clipped"}))
+      ->capture_default_str();
+  app.add_option("--calib-batches", o.calib_batches, "Training batches that calibrate the PTQ model")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+quant::QConfig TrainOptions::qconfig() const {
+  quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
+                    .per_layer = !per_channel, .momentum = qat_momentum, .ste = quant::parse_ste(ste)};
+  qc.validate();
+  return qc;
 }
 
 }  // namespace qflow::tools

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../common/data_setup.h"
+#include "qflow/quant/qconfig.h"
 
 namespace qflow::tools {
 
@@ -36,6 +37,21 @@ struct TrainOptions {
   std::string weights;      // start from a plain state_dict (.safetensors)
   int64_t stop_after = 0;   // stop (as after Ctrl-C) once this many epochs are done (0 = never)
 
+  // Quantization (see Note [qflow-train quantization] in quant_report.h).
+  bool qat = false;          // train the quantization aware model (quant::quantization_aware_training)
+  std::string qat_from;      // fine-tune this float checkpoint with QAT (implies qat)
+  bool ptq = false;          // also quantize the float model post-training (calibrate + deploy)
+  int64_t bits = 8;
+  std::string scheme = "symmetric";  // symmetric | affine
+  std::string formula = "google";    // google | cambricon
+  bool per_channel = false;
+  double qat_momentum = 0.95;        // activation observers' moving average
+  std::string ste = "pure";          // pure | clipped
+  int64_t calib_batches = 16;        // PTQ calibration batches from the training set
+
+  /// The QConfig the quantization flags describe.
+  quant::QConfig qconfig() const;
+
   /// The data part of the options.
   DataOptions data_options() const {
     return {.dataset = dataset, .data = data, .augment = augment, .subset = subset, .test_subset = test_subset};
@@ -44,5 +60,7 @@ struct TrainOptions {
 
 /// Declares the flags on `app`, writing into `o`.
 void add_train_options(CLI::App& app, TrainOptions& o);
+/// The quantization flags (part of add_train_options).
+void add_quant_options(CLI::App& app, TrainOptions& o);
 
 }  // namespace qflow::tools

@@ -5,6 +5,7 @@
 
 #include "../common/progress_bar.h"
 #include "qflow/nn/checkpoint.h"
+#include "quant_report.h"
 
 namespace qflow::tools {
 
@@ -43,7 +44,9 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
   return r;
 }
 
-Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {}
+Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {
+  if (!o_.qat_from.empty()) o_.qat = true;
+}
 
 void Trainer::build() {
   set_num_threads(o_.threads > 0 ? o_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
@@ -51,12 +54,14 @@ void Trainer::build() {
   data_ = make_data(o_.data_options());
   model_ = models::create(o_.model, {.num_classes = data_.train->num_classes(), .in_channels = data_.channels,
                                      .image_size = data_.image_size});
-  if (!o_.weights.empty()) model_->load_state_dict(nn::load(o_.weights));
+  // With --eval-only --qat the weights are the QAT model's (loaded in evaluate_only).
+  if (!o_.weights.empty() && !(o_.eval_only && o_.qat)) load_float_weights(*model_, o_.weights);
   train_loader_ = std::make_unique<data::DataLoader>(
       data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
                                            .num_workers = o_.workers, .transform = data_.train_transform});
   test_loader_ = std::make_unique<data::DataLoader>(
       data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers, .transform = data_.test_transform});
+  setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
   optimizer_ = std::make_unique<nn::optim::SGD>(
       model_->parameters(), nn::optim::SGDOptions{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay});
   std::vector<std::shared_ptr<nn::optim::LRScheduler>> parts;
@@ -78,16 +83,20 @@ void Trainer::build() {
 int Trainer::evaluate_only() {
   const std::string weights = o_.weights.empty() ? file_in(o_.checkpoint_dir, "best.safetensors") : o_.weights;
   QFLOW_CHECK(std::filesystem::exists(weights), "qflow-train: --eval-only needs --weights FILE or {}", weights);
-  model_->load_state_dict(nn::load(weights));
+  if (o_.qat) model_->load_state_dict(nn::load(weights));
+  else load_float_weights(*model_, weights);
   const EvalResult r = evaluate(*model_, *test_loader_);
   fmt::print("eval {}: test loss {:.4f}  accuracy {:.2f}% ({} images)\n", weights, r.loss, r.accuracy, r.samples);
+  report_quant(r);
   return 0;
 }
 
 void Trainer::save_last(int64_t epoch, int64_t step) const {
   nn::save_training_checkpoint(file_in(o_.checkpoint_dir, "last.safetensors"), *model_, *optimizer_, scheduler_.get(),
                                {.epoch = epoch, .step = step},
-                               {{"model", o_.model}, {"dataset", o_.dataset}, {"best_acc", fmt::format("{:.17g}", best_acc_)},
+                               {{"model", o_.model}, {"dataset", o_.dataset}, {"quant", quant_tag()},
+                                {"float_acc", float_acc_ ? fmt::format("{:.17g}", *float_acc_) : ""},
+                                {"best_acc", fmt::format("{:.17g}", best_acc_)},
                                 {"epoch_loss_sum", fmt::format("{:.17g}", loss_sum_)}, {"epoch_correct", std::to_string(correct_)},
                                 {"epoch_seen", std::to_string(seen_)}});
 }
@@ -139,8 +148,14 @@ int Trainer::run() {
     const std::string last = file_in(o_.checkpoint_dir, "last.safetensors");
     QFLOW_CHECK(std::filesystem::exists(last), "qflow-train: --resume: no checkpoint at {}", last);
     nn::CheckpointMetadata meta;
+    nn::CheckpointMetadata peek;
+    (void)nn::load(last, &peek);
+    const std::string saved_quant = peek.count("quant") ? peek.at("quant") : "none";
+    QFLOW_CHECK(saved_quant == quant_tag(), "--resume: {} was trained with quantization '{}' but the flags ask for '{}'",
+                last, saved_quant, quant_tag());
     const auto p = nn::load_training_checkpoint(last, *model_, *optimizer_, scheduler_.get(), &meta);
     start_epoch = p.epoch, start_step = p.step;
+    if (meta.count("float_acc") && !meta.at("float_acc").empty()) float_acc_ = std::stod(meta.at("float_acc"));
     best_acc_ = std::stod(meta.at("best_acc"));
     loss_sum_ = std::stod(meta.at("epoch_loss_sum"));
     correct_ = std::stoll(meta.at("epoch_correct"));
@@ -148,12 +163,14 @@ int Trainer::run() {
     fmt::print("qflow-train: resuming at epoch {} batch {}\n", start_epoch + 1, start_step);
   }
   RunLog log(o_.checkpoint_dir, o_.resume, start_epoch);
+  std::optional<EvalResult> last_test;
   for (int64_t epoch = start_epoch; epoch < o_.epochs; ++epoch) {
     const double lr = optimizer_->lr(0);
     ProgressBar timer("", 1);
     if (!train_epoch(epoch, epoch == start_epoch ? start_step : 0)) return 130;
     const double seconds = timer.elapsed_seconds();
     const EvalResult test = evaluate(*model_, *test_loader_);
+    last_test = test;
     const EpochRecord rec{epoch + 1, loss_sum_ / static_cast<double>(std::max<int64_t>(seen_, 1)),
                           100.0 * static_cast<double>(correct_) / static_cast<double>(std::max<int64_t>(seen_, 1)), test.loss,
                           test.accuracy, lr, static_cast<double>(seen_) / std::max(seconds, 1e-9), seconds};
@@ -177,6 +194,7 @@ int Trainer::run() {
   }
   fmt::print("qflow-train: best test accuracy {:.2f}%; checkpoints, log.csv, log.jsonl and curves.png in {}\n", best_acc_,
              o_.checkpoint_dir);
+  report_quant(last_test);
   return 0;
 }
 

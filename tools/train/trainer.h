@@ -3,6 +3,7 @@
 // (last = full training state, best = plain weights), logs and curves.
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "../common/data_setup.h"
 #include "qflow/qflow.h"
@@ -30,6 +31,14 @@ class Trainer {
 
  private:
   void build();
+  /// --qat/--ptq: traces the float model and, with --qat, makes model_ the QAT GraphModule
+  /// (trainer_quant.cpp; see Note [qflow-train quantization]).
+  void setup_quant();
+  /// After training or --eval-only: the deploy/PTQ models and the results table; `last` is
+  /// model_'s latest test result when there is one.
+  void report_quant(std::optional<EvalResult> last);
+  /// The checkpoint metadata entry naming the run's quantization ("none" for float runs).
+  std::string quant_tag() const;
   int evaluate_only();
   /// Trains epoch `epoch` from batch `skip`; returns false when stopped by Ctrl-C.
   bool train_epoch(int64_t epoch, int64_t skip);
@@ -37,7 +46,13 @@ class Trainer {
 
   TrainOptions o_;
   DataSetup data_;
-  nn::ModulePtr model_;
+  nn::ModulePtr model_;  // the model trained: the zoo model, or its QAT GraphModule with --qat
+  // --qat/--ptq: the float zoo model, its trace, the example input of the passes, and the float
+  // model's test accuracy when QAT starts from float weights.
+  nn::ModulePtr float_model_;
+  std::shared_ptr<fx::GraphModule> float_gm_;
+  Tensor example_;
+  std::optional<double> float_acc_;
   std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
   std::unique_ptr<nn::optim::SGD> optimizer_;
   std::shared_ptr<nn::optim::LRScheduler> scheduler_;

@@ -27,7 +27,7 @@
 // which becomes a QConv2d (and the BN stays). Only exact types match (a subclass of Conv2d
 // computes something else). Every rewritten node gets "quant.*" meta (see quant_meta.h) so
 // fx::to_dot draws bits, scheme, formula, granularity and, once known, the scales.
-// The deploy pass swaps each Q module for its D form at the same path (Note [Deployed module
+// No pass draws from the caller's random stream. The deploy pass swaps each Q module for its D form at the same path (Note [Deployed module
 // layout]); every other node and module is copied from the QAT model as trained.
 #include <cstdint>
 #include <map>

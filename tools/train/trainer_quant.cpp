@@ -1,0 +1,63 @@
+// The Trainer's quantization steps; see Note [qflow-train quantization] in quant_report.h.
+#include <filesystem>
+
+#include "qflow/fx/fx.h"
+#include "quant_report.h"
+#include "trainer.h"
+
+namespace qflow::tools {
+
+std::string Trainer::quant_tag() const { return o_.qat ? "qat " + o_.qconfig().to_string() : "none"; }
+
+void Trainer::setup_quant() {
+  if (!o_.qat && !o_.ptq) return;
+  const quant::QConfig qconfig = o_.qconfig();  // validates the flags before any work
+  if (!o_.qat_from.empty()) load_float_weights(*model_, o_.qat_from);
+  float_model_ = model_;
+  // Zeros: the passes only need the shapes, and drawing an input would move the random stream.
+  example_ = zeros({1, data_.channels, data_.image_size, data_.image_size});
+  float_gm_ = fx::symbolic_trace(float_model_, example_);
+  if (!o_.qat) return;
+  const bool from_float = !o_.qat_from.empty() || !o_.weights.empty();
+  if (from_float && !o_.resume && !o_.eval_only) {
+    const EvalResult r = evaluate(*float_model_, *test_loader_);
+    float_acc_ = r.accuracy;
+    fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}%\n", r.loss, r.accuracy);
+  }
+  quant::PassSummary summary;
+  model_ = quant::quantization_aware_training(*float_gm_, example_, qconfig, &summary);
+  model_->train();
+  fmt::print("{}", summary.to_string());
+}
+
+void Trainer::report_quant(std::optional<EvalResult> last) {
+  if (!o_.qat && !o_.ptq) return;
+  const quant::QConfig qconfig = o_.qconfig();
+  const auto accuracy = [&](nn::Module& m) { return evaluate(m, *test_loader_).accuracy; };
+  std::vector<ResultRow> rows;
+  if (o_.qat) {
+    if (float_acc_) rows.push_back({"float", std::nullopt, *float_acc_});
+    rows.push_back({"QAT", qconfig, last ? last->accuracy : accuracy(*model_)});
+    const auto qat = std::dynamic_pointer_cast<fx::GraphModule>(model_);
+    auto deploy = quant::dequantization_aware_training(*float_gm_, *qat, example_, qconfig);
+    const std::string file = (std::filesystem::path(o_.checkpoint_dir) / "deploy.safetensors").string();
+    std::filesystem::create_directories(o_.checkpoint_dir);
+    nn::save(deploy->state_dict(), file);
+    rows.push_back({"deploy", qconfig, accuracy(*deploy)});
+    fmt::print("qflow-train: deploy model (BN folded, weights on their grids) saved to {}\n", file);
+  } else {
+    rows.push_back({"float", std::nullopt, last ? last->accuracy : accuracy(*model_)});
+  }
+  if (o_.ptq) {
+    auto ptq = quant::prepare_ptq(*float_gm_, example_, qconfig);
+    data::DataLoader calibration(data_.train, {.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
+                                               .num_workers = o_.workers, .transform = data_.test_transform});
+    const int64_t batches = quant::calibrate(*ptq, calibration, o_.calib_batches);
+    auto deploy = quant::dequantization_aware_training(*float_gm_, *ptq, example_, qconfig);
+    rows.push_back({"PTQ", qconfig, accuracy(*deploy)});
+    fmt::print("qflow-train: PTQ model calibrated on {} training batches\n", batches);
+  }
+  fmt::print("\n{}", results_table(o_.model, rows));
+}
+
+}  // namespace qflow::tools
