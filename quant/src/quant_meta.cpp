@@ -29,7 +29,7 @@ void set_config(fx::NodeMeta& meta, const QConfig& qc) {
 // One number for a per-tensor scale; "lo..hi (C ch)" for per-channel ones.
 fx::MetaValue scale_value(const Tensor& scale) {
   const std::vector<float> s = to_vector<float>(scale.to(DType::Float32));
-  if (s.size() == 1) return static_cast<double>(s[0]);
+  if (s.size() == 1) return static_cast<double>(s[0]) + 0.0;  // + 0.0: a zero point of -0 shows as 0
   const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
   return fmt::format("{:.4g}..{:.4g} ({} ch)", *lo, *hi, s.size());
 }

@@ -1,6 +1,6 @@
-// qflow-graph end to end: the dot file holds every node of the traced (or fused) model with
-// its shapes, Graphviz renders it, --print shows the text form and code, and the stages that
-// need the quantization passes are refused clearly.
+// qflow-graph end to end: the dot file holds every node of the traced (or fused, QAT, deploy)
+// model with its shapes and quantization info, Graphviz renders it, --print shows the text
+// form and code, and quantized weights are drawn by the stages that can hold them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -140,14 +140,68 @@ TEST_F(GraphCliTest, WithoutGraphvizTheDotFileIsWrittenAndThePictureRefusedClear
   EXPECT_FALSE(std::filesystem::exists(path("l.png")));
 }
 
-TEST_F(GraphCliTest, QuantStagesAreRefusedUntilThePassesExist) {
-  for (const char* stage : {"qat", "deploy"}) {
-    const ToolRun r = run(std::string("--model lenet5 --stage ") + stage + " --out " + path("q.dot"));
-    EXPECT_EQ(r.status, 1) << r.output;
-    EXPECT_THAT(r.output, HasSubstr(std::string("qflow-graph: error: stage '") + stage));
-    EXPECT_THAT(r.output, HasSubstr("is available once quantization passes are built"));
-    EXPECT_FALSE(std::filesystem::exists(path("q.dot")));
-  }
+TEST_F(GraphCliTest, QatStageDrawsTheQuantizedModulesWithBitsSchemeAndScales) {
+  const ToolRun r = run("--model resnet18 --stage qat --out " + path("qat.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string text = read_file(path("qat.dot"));
+  EXPECT_EQ(dot_nodes(text), traced_resnet18_nodes() - 20);  // every BatchNorm2d folded into its QConvBN
+  EXPECT_THAT(text, Not(HasSubstr("BatchNorm2d")));
+  EXPECT_THAT(text, HasSubstr("label=\"resnet18 (qat)\""));
+  EXPECT_THAT(text, HasSubstr("conv1\\nQConvBN (conv1)\\n[1, 64, 32, 32] float32\\nbits=8 formula=google "
+                              "granularity=per-layer input_scale="));
+  EXPECT_THAT(text, HasSubstr("linear\\nQLinear (linear)\\n[1, 10] float32\\nbits=8"));
+  EXPECT_THAT(text, HasSubstr("scheme=symmetric weight_scale="));
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: resnet18 (qat), "));
+  EXPECT_THAT(r.output, HasSubstr(" 20 QConvBN, 1 QLinear,"));
+}
+
+TEST_F(GraphCliTest, DeployStageDrawsFixedScalesPerChannel) {
+  const ToolRun r = run("--model lenet5 --in-channels 1 --image-size 28 --stage deploy --scheme affine --per-channel --bits 4 "
+                        "--out " + path("deploy.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string text = read_file(path("deploy.dot"));
+  EXPECT_EQ(dot_nodes(text), 15u);  // the float graph's nodes, each module swapped in place
+  EXPECT_THAT(text, HasSubstr("conv1\\nDConv2d (conv1)\\n[1, 6, 28, 28] float32\\nbits=4 formula=google "
+                              "granularity=per-channel input_scale="));
+  EXPECT_THAT(text, HasSubstr("input_zero_point="));
+  EXPECT_THAT(text, HasSubstr("scheme=affine weight_scale="));
+  EXPECT_THAT(text, HasSubstr(" (6 ch)\""));
+  EXPECT_THAT(r.output, HasSubstr(" 2 DConv2d, 3 DLinear,"));
+}
+
+TEST_F(GraphCliTest, QuantizedWeightsGoToTheStagesThatCanDrawThem) {
+  // A QAT lenet5 whose observers saw one batch, saved as qflow-train --qat saves it.
+  auto lenet = fx::symbolic_trace(models::create("lenet5", {.in_channels = 1, .image_size = 28}), randn({1, 1, 28, 28}));
+  auto qat = quant::quantization_aware_training(*lenet, randn({1, 1, 28, 28}), {});
+  quant::calibrate(*qat, std::vector<Tensor>{randn({4, 1, 28, 28}) * 3.0});
+  nn::save(qat->state_dict(), path("qat.safetensors"));
+  const float scale = qat->get_submodule<quant::QConv2d>("conv2")->input_observer->calculate_qparams().scale.item<float>();
+  const std::string lenet_flags = "--model lenet5 --in-channels 1 --image-size 28 --weights ";
+
+  ToolRun r = run(lenet_flags + path("qat.safetensors") + " --stage qat --out " + path("q.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(read_file(path("q.dot")), HasSubstr(fmt::format("input_scale={:.6g} ", scale)));
+  r = run(lenet_flags + path("qat.safetensors") + " --stage deploy --out " + path("d.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(read_file(path("d.dot")), HasSubstr(fmt::format("input_scale={:.6g} ", scale)));
+  // The deploy model's own file draws the same scales.
+  auto deploy = quant::dequantization_aware_training(*lenet, *qat, randn({1, 1, 28, 28}), {});
+  nn::save(deploy->state_dict(), path("deploy.safetensors"));
+  r = run(lenet_flags + path("deploy.safetensors") + " --stage deploy --out " + path("d2.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(read_file(path("d2.dot")), HasSubstr(fmt::format("input_scale={:.6g} ", scale)));
+  // Quantized weights cannot be drawn as a float model, nor deploy weights as a QAT model.
+  r = run(lenet_flags + path("qat.safetensors") + " --stage float --out " + path("f.dot"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: error: --weights holds a QAT model's state, which the float stage cannot draw"));
+  r = run(lenet_flags + path("deploy.safetensors") + " --stage qat --out " + path("f.dot"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--weights holds a deploy model's state, which the qat stage cannot draw"));
+  // A QConfig other than the weights' is a shape mismatch on the per-channel scales.
+  r = run(lenet_flags + path("deploy.safetensors") + " --stage deploy --per-channel --out " + path("f.dot"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("weight_scale"));
+  EXPECT_FALSE(std::filesystem::exists(path("f.dot")));
 }
 
 TEST_F(GraphCliTest, HelpAndBadFlags) {

@@ -15,7 +15,7 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
       ->capture_default_str();
   std::string stage_help = "Which graph to draw:";
   for (const Stage& s : stages())
-    stage_help += fmt::format("\n  {:7} {}{}", s.name, s.description, s.build ? "" : " (needs the quantization passes)");
+    stage_help += fmt::format("\n  {:7} {}", s.name, s.description);
   app.add_option("--stage", o.stage, stage_help)->check(CLI::IsMember(stage_names()))->capture_default_str();
   app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--in-channels", o.in_channels, "Input image channels (1 for Fashion-MNIST)")
@@ -37,6 +37,14 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
       ->check(CLI::IsMember({"TB", "LR"}))
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the model's initialisation (without --weights)")->capture_default_str();
+  app.add_option("--bits", o.bits, "qat/deploy: quantization bits (2-16)")->check(CLI::Range(2, 16))->capture_default_str();
+  app.add_option("--scheme", o.scheme, "qat/deploy: symmetric | affine")
+      ->check(CLI::IsMember({"symmetric", "affine"}))
+      ->capture_default_str();
+  app.add_option("--formula", o.formula, "qat/deploy: google | cambricon")
+      ->check(CLI::IsMember({"google", "cambricon"}))
+      ->capture_default_str();
+  app.add_flag("--per-channel", o.per_channel, "qat/deploy: one weight scale per output channel");
 }
 
 }  // namespace qflow::tools

@@ -23,6 +23,11 @@ struct GraphOptions {
   bool print = false;
   std::string rankdir = "TB";
   uint64_t seed = 0;
+  // The qat and deploy stages' QConfig (must match --weights from a quantized model).
+  int64_t bits = 8;
+  std::string scheme = "symmetric";
+  std::string formula = "google";
+  bool per_channel = false;
 };
 
 void add_graph_options(CLI::App& app, GraphOptions& options);

@@ -2,6 +2,7 @@
 // print it as FX text and generated code.
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "graph_options.h"
 #include "qflow/qflow.h"
@@ -30,9 +31,19 @@ int run(const GraphOptions& o) {
   manual_seed(o.seed);
   nn::ModulePtr model = models::create(
       o.model, {.num_classes = o.num_classes, .in_channels = o.in_channels, .image_size = o.image_size});
-  if (!o.weights.empty()) model->load_state_dict(nn::load(o.weights));
+  // Float weights go into the model; a quantized model's state (qflow-train --qat's checkpoints,
+  // deploy.safetensors) is loaded by the qat/deploy stages into the model they build.
+  std::optional<nn::StateDict> quant_weights;
+  if (!o.weights.empty()) {
+    nn::StateDict weights = nn::load(o.weights);
+    if (weights_kind(weights) == WeightsKind::Float) model->load_state_dict(weights);
+    else quant_weights = std::move(weights);
+  }
   model->eval();  // the graphs describe inference; fused folds the running statistics
-  StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}));
+  const quant::QConfig qconfig{.bits = o.bits, .scheme = quant::parse_scheme(o.scheme),
+                               .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel};
+  qconfig.validate();
+  StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}), qconfig, std::move(quant_weights));
   std::shared_ptr<fx::GraphModule> gm = build_stage(o.stage, context);
   {
     NoGradGuard no_grad;

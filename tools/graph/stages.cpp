@@ -1,17 +1,88 @@
 #include "stages.h"
 
+#include "qflow/quant/quant.h"
+
 namespace qflow::tools {
+
+namespace {
+
+bool has_key_ending(const nn::StateDict& d, const std::string& suffix) {
+  for (const auto& [key, t] : d)
+    if (key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+  return false;
+}
+
+const char* kind_name(WeightsKind k) {
+  switch (k) {
+    case WeightsKind::Float: return "a float model's";
+    case WeightsKind::Qat: return "a QAT model's";
+    case WeightsKind::Deploy: return "a deploy model's";
+  }
+  return "";
+}
+
+}  // namespace
+
+WeightsKind weights_kind(const nn::StateDict& weights) {
+  if (has_key_ending(weights, ".input_observer.min_val")) return WeightsKind::Qat;
+  if (has_key_ending(weights, ".input_scale")) return WeightsKind::Deploy;
+  return WeightsKind::Float;
+}
+
+void StageContext::check_weights_for(const std::string& stage, std::initializer_list<WeightsKind> accepted) const {
+  if (!quant_weights_) return;
+  const WeightsKind kind = weights_kind(*quant_weights_);
+  for (WeightsKind k : accepted)
+    if (k == kind) return;
+  QFLOW_FAIL("--weights holds {} state, which the {} stage cannot draw (QAT weights: --stage qat or deploy; deploy "
+             "weights: --stage deploy)",
+             kind_name(kind), stage);
+}
 
 std::shared_ptr<fx::GraphModule> StageContext::float_graph() {
   if (!float_graph_) float_graph_ = fx::symbolic_trace(model_, example_);
   return float_graph_;
 }
 
+std::shared_ptr<fx::GraphModule> StageContext::qat_graph() {
+  auto qat = quant::quantization_aware_training(*float_graph(), example_, qconfig_);
+  qat->eval();
+  if (quant_weights_ && weights_kind(*quant_weights_) == WeightsKind::Qat) qat->load_state_dict(*quant_weights_);
+  else quant::calibrate(*qat, std::vector<Tensor>{example_});
+  quant::annotate_quant_meta(*qat);
+  return qat;
+}
+
+std::shared_ptr<fx::GraphModule> StageContext::deploy_graph() {
+  auto deploy = quant::dequantization_aware_training(*float_graph(), *qat_graph(), example_, qconfig_);
+  if (quant_weights_ && weights_kind(*quant_weights_) == WeightsKind::Deploy) {
+    deploy->load_state_dict(*quant_weights_);
+    quant::annotate_quant_meta(*deploy);
+  }
+  return deploy;
+}
+
 namespace {
 
-std::shared_ptr<fx::GraphModule> float_stage(StageContext& c) { return c.float_graph(); }
+std::shared_ptr<fx::GraphModule> float_stage(StageContext& c) {
+  c.check_weights_for("float", {});
+  return c.float_graph();
+}
 
-std::shared_ptr<fx::GraphModule> fused_stage(StageContext& c) { return fx::fuse_conv_bn(*c.float_graph()); }
+std::shared_ptr<fx::GraphModule> fused_stage(StageContext& c) {
+  c.check_weights_for("fused", {});
+  return fx::fuse_conv_bn(*c.float_graph());
+}
+
+std::shared_ptr<fx::GraphModule> qat_stage(StageContext& c) {
+  c.check_weights_for("qat", {WeightsKind::Qat});
+  return c.qat_graph();
+}
+
+std::shared_ptr<fx::GraphModule> deploy_stage(StageContext& c) {
+  c.check_weights_for("deploy", {WeightsKind::Qat, WeightsKind::Deploy});
+  return c.deploy_graph();
+}
 
 }  // namespace
 
@@ -19,9 +90,8 @@ const std::vector<Stage>& stages() {
   static const std::vector<Stage> table{
       {"float", "the traced model as written (fx::symbolic_trace)", float_stage},
       {"fused", "Conv2d+BatchNorm2d folded for inference (fx::fuse_conv_bn)", fused_stage},
-      // The quantization passes give these two their build functions.
-      {"qat", "the quantization aware training model", nullptr},
-      {"deploy", "the deployable quantized model", nullptr},
+      {"qat", "the quantization aware model (quant::quantization_aware_training)", qat_stage},
+      {"deploy", "the deployable model, BN folded, scales fixed (quant::dequantization_aware_training)", deploy_stage},
   };
   return table;
 }
@@ -35,8 +105,6 @@ std::vector<std::string> stage_names() {
 std::shared_ptr<fx::GraphModule> build_stage(const std::string& name, StageContext& context) {
   for (const Stage& s : stages()) {
     if (s.name != name) continue;
-    QFLOW_CHECK(s.build != nullptr, "stage '{}' ({}) is available once quantization passes are built", s.name,
-                s.description);
     return s.build(context);
   }
   QFLOW_FAIL("unknown stage '{}' (known: {})", name, fmt::join(stage_names(), ", "));

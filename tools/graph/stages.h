@@ -4,26 +4,47 @@
 // naming it in the table.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "qflow/fx/fx.h"
 #include "qflow/nn/module.h"
+#include "qflow/nn/state_dict.h"
+#include "qflow/quant/qconfig.h"
 
 namespace qflow::tools {
 
-/// What a stage may build on: the model (eval mode, weights loaded) and an example input.
+/// What a --weights file holds: a float model's state_dict, a QAT model's (observer
+/// statistics, from qflow-train --qat) or a deploy model's (fixed scales, deploy.safetensors).
+enum class WeightsKind { Float, Qat, Deploy };
+WeightsKind weights_kind(const nn::StateDict& weights);
+
+/// What a stage may build on: the model (eval mode, float weights loaded), an example input,
+/// the QConfig of the quantized stages and, optionally, quantized weights (QAT or deploy).
 class StageContext {
  public:
-  StageContext(nn::ModulePtr model, Tensor example) : model_(std::move(model)), example_(std::move(example)) {}
+  StageContext(nn::ModulePtr model, Tensor example, quant::QConfig qconfig = {},
+               std::optional<nn::StateDict> quant_weights = std::nullopt)
+      : model_(std::move(model)), example_(std::move(example)), qconfig_(qconfig), quant_weights_(std::move(quant_weights)) {}
   const nn::ModulePtr& model() const { return model_; }
   const Tensor& example() const { return example_; }
+  const quant::QConfig& qconfig() const { return qconfig_; }
   /// fx::symbolic_trace of the model on the example, traced once and shared by the stages.
   std::shared_ptr<fx::GraphModule> float_graph();
+  /// The QAT model of float_graph() with scales known: QAT weights loaded when given, else
+  /// its observers calibrated on the example input (one batch, eval mode).
+  std::shared_ptr<fx::GraphModule> qat_graph();
+  /// The deploy model of qat_graph(), with deploy weights loaded when given.
+  std::shared_ptr<fx::GraphModule> deploy_graph();
+  /// Throws unless the quantized weights (if any) are of a kind `stage` can draw.
+  void check_weights_for(const std::string& stage, std::initializer_list<WeightsKind> accepted) const;
 
  private:
   nn::ModulePtr model_;
   Tensor example_;
+  quant::QConfig qconfig_;
+  std::optional<nn::StateDict> quant_weights_;
   std::shared_ptr<fx::GraphModule> float_graph_;
 };
 
@@ -32,14 +53,13 @@ using StageBuild = std::function<std::shared_ptr<fx::GraphModule>(StageContext&)
 struct Stage {
   std::string name;
   std::string description;
-  /// Null while the passes the stage needs do not exist yet.
   StageBuild build;
 };
 
 /// Every stage, in pipeline order (float, fused, qat, deploy).
 const std::vector<Stage>& stages();
 std::vector<std::string> stage_names();
-/// The stage's GraphModule; throws qflow::Error for an unknown stage or one not available yet.
+/// The stage's GraphModule; throws qflow::Error for an unknown stage.
 std::shared_ptr<fx::GraphModule> build_stage(const std::string& name, StageContext& context);
 
 }  // namespace qflow::tools
