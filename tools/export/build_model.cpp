@@ -1,0 +1,96 @@
+#include "build_model.h"
+
+#include <fmt/format.h>
+
+#include "common/data_setup.h"
+#include "qflow/qflow.h"
+#include "qflow/fx/fx.h"
+
+namespace qflow::tools {
+namespace {
+
+enum class Kind { Float, Qat, Deploy };
+
+nn::StateDict read_checkpoint(const std::string& path) {
+  nn::CheckpointMetadata meta;
+  nn::StateDict all = nn::load(path, &meta);
+  const auto format = meta.find("format");
+  if (format == meta.end() || format->second != "qflow.training_checkpoint") return all;
+  nn::StateDict model;
+  for (const auto& [key, value] : all)
+    if (key.rfind("model.", 0) == 0) model.insert(key.substr(6), value);
+  return model;
+}
+
+Kind kind_of(const nn::StateDict& sd) {
+  for (const auto& [key, value] : sd) {
+    if (key.find(".input_observer.") != std::string::npos) return Kind::Qat;
+    if (key.ends_with(".input_scale")) return Kind::Deploy;
+  }
+  return Kind::Float;
+}
+
+/// The deploy model of `float_gm` calibrated on `loader`'s first batches (post-training).
+std::shared_ptr<fx::GraphModule> calibrated_deploy(const fx::GraphModule& float_gm, const Tensor& example,
+                                                   const ExportCliOptions& o) {
+  const quant::QConfig qc = o.qconfig();
+  auto ptq = quant::prepare_ptq(float_gm, example, qc);
+  DataOptions d{.dataset = o.calibrate, .data = o.data, .augment = false, .test_subset = o.calibrate_batches * o.batch_size,
+                .load_train = false};
+  const DataSetup setup = make_data(d);
+  QFLOW_CHECK(setup.channels == o.in_channels && setup.image_size == o.image_size,
+              "{} images are {}x{}x{}, the model takes {}x{}x{} (set --in-channels/--image-size)",
+              o.calibrate, setup.channels, setup.image_size, setup.image_size, o.in_channels, o.image_size, o.image_size);
+  data::DataLoader loader(setup.test, {.batch_size = o.batch_size, .transform = setup.test_transform});
+  quant::calibrate(*ptq, loader, o.calibrate_batches);
+  return quant::dequantization_aware_training(float_gm, *ptq, example, qc);
+}
+
+}  // namespace
+
+BuiltModel build_model(const ExportCliOptions& o) {
+  manual_seed(o.seed);
+  nn::ModulePtr model = models::create(o.model, {.num_classes = o.num_classes, .in_channels = o.in_channels,
+                                                 .image_size = o.image_size});
+  const Tensor example = randn({o.batch, o.in_channels, o.image_size, o.image_size});
+  nn::StateDict sd;
+  Kind kind = Kind::Float;
+  if (!o.checkpoint.empty()) {
+    sd = read_checkpoint(o.checkpoint);
+    kind = kind_of(sd);
+  }
+  if (kind == Kind::Float && !sd.empty()) model->load_state_dict(sd);
+  model->eval();
+  auto float_gm = fx::symbolic_trace(model, example);
+  const std::string weights = o.checkpoint.empty() ? fmt::format("random weights (seed {})", o.seed) : o.checkpoint;
+
+  if (o.stage == "float") {
+    QFLOW_CHECK(kind == Kind::Float, "{} holds a {} model; --stage float needs float weights",
+                o.checkpoint, kind == Kind::Qat ? "QAT" : "deploy");
+    return {float_gm, example, fmt::format("float model, {}", weights)};
+  }
+  const quant::QConfig qc = o.qconfig();
+  if (kind == Kind::Float) {
+    QFLOW_CHECK(!o.calibrate.empty(),
+                "--stage deploy needs quantization statistics: a QAT or deploy checkpoint "
+                "(qflow-train --qat), or --calibrate DATASET to calibrate {} post-training",
+                o.checkpoint.empty() ? "the model" : o.checkpoint);
+    return {calibrated_deploy(*float_gm, example, o), example,
+            fmt::format("{}, calibrated on {} batches of {} ({})", weights, o.calibrate_batches, o.calibrate,
+                        qc.to_string())};
+  }
+  auto qat = quant::quantization_aware_training(*float_gm, example, qc);
+  if (kind == Kind::Qat) {
+    qat->load_state_dict(sd);
+    return {quant::dequantization_aware_training(*float_gm, *qat, example, qc), example,
+            fmt::format("QAT checkpoint {}, deployed ({})", o.checkpoint, qc.to_string())};
+  }
+  // A deploy state_dict: one random batch gives the observers a range so the deploy pass can
+  // build the graph; every value is then replaced by the file's (strict load).
+  quant::calibrate(*qat, std::vector<Tensor>{example});
+  auto deploy = quant::dequantization_aware_training(*float_gm, *qat, example, qc);
+  deploy->load_state_dict(sd);
+  return {deploy, example, fmt::format("deploy checkpoint {} ({})", o.checkpoint, qc.to_string())};
+}
+
+}  // namespace qflow::tools
