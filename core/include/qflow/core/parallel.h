@@ -4,8 +4,13 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <string>
 
 namespace qflow {
+
+/// Makes OpenBLAS use the fastest GEMM kernels for this CPU unless OPENBLAS_CORETYPE is set
+/// (see Note [OpenBLAS kernel selection]); runs once at start-up. Returns the kernel set in use.
+std::string select_openblas_kernels();
 
 /// Threads used by kernels and BLAS (default: the number of cores).
 int num_threads();
