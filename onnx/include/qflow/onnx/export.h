@@ -19,13 +19,17 @@
 //   checkpoint. Other values are named after the fx nodes that compute them.
 // - Opset options.opset of the default domain (13 unless asked otherwise; 13..17 are
 //   accepted, the range Debian's onnx checker knows), IR version 7 for opset 13 and 8 above.
-// - metadata_props: "qflow.version", "qflow.stage" ("float"), and every entry of
-//   options.metadata (the caller's: e.g. the qconfig of a deploy model).
+// - metadata_props: "qflow.version", "qflow.stage" ("float", or "deploy" when the graph holds
+//   quantized layers), "qflow.qconfig" (the deployed layers' QConfigs) and every entry of
+//   options.metadata (the caller's).
 // - Serialisation by protobuf with classes generated from the official onnx.proto.
 // Each fx node becomes the ONNX operators listed in the converters (see onnx/src/): Conv,
 // Gemm/MatMul, Relu, Clip, HardSwish (HardSigmoid·Mul at opset 13), Sigmoid, Tanh,
 // LeakyRelu, Add/Sub/Mul, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten,
-// Reshape, Transpose, BatchNormalization, Concat. Built-in layers without parameters
+// Reshape, Transpose, BatchNormalization, Concat; deployed quantized layers (quant::DConv2d,
+// quant::DLinear) and fake_quantize nodes become QuantizeLinear/DequantizeLinear pairs with
+// int8/uint8 weight initializers (see Note [Q/DQ export] in onnx/src/quant_ops.cpp), and a
+// quantized model that still holds a BatchNorm is refused. Built-in layers without parameters
 // (ReLU, MaxPool2d, Dropout, Flatten, ...) are exported through the ops their forward
 // calls. A node the exporter cannot express exactly is refused with a qflow::Error naming
 // the node (`onnx export: node %foo (call_function[target=foo]) ...`); nothing is written.
