@@ -6,7 +6,10 @@
     /usr/bin/python3 benchmarks/pytorch_reference.py --workload train --batch 128 --threads 2
 
 Workloads: train (SGD step: forward + cross_entropy + backward + step), qat (the same step on
-the FX QAT model from torch.ao.quantization.quantize_fx.prepare_qat_fx), infer (eval, no grad).
+the FX QAT model from torch.ao.quantization.quantize_fx.prepare_qat_fx), infer (eval, no grad),
+deploy (the QAT model after one calibration batch, observers off and BN frozen, eval, no grad:
+fake-quantized float inference like qflow's deploy model; this PyTorch build has no fbgemm
+engine for an int8 convert_fx model).
 """
 import argparse
 import json
@@ -79,6 +82,14 @@ def qat_model(batch):
     return prepare_qat_fx(model, get_default_qat_qconfig_mapping("fbgemm"), (torch.randn(batch, 3, 32, 32),))
 
 
+def deploy_model():
+    model = qat_model(8)
+    model(torch.randn(8, 3, 32, 32))  # one calibration batch, as qflow-bench-e2e's deploy workload
+    model.apply(torch.ao.quantization.disable_observer)
+    model.apply(torch.nn.intrinsic.qat.freeze_bn_stats)
+    return model.eval()
+
+
 def train_step(model, batch, args, name):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     images = torch.randn(batch, 3, 32, 32)
@@ -93,7 +104,7 @@ def train_step(model, batch, args, name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", choices=["train", "qat", "infer", "flops", "all"], default="all")
+    parser.add_argument("--workload", choices=["train", "qat", "infer", "deploy", "flops", "all"], default="all")
     parser.add_argument("--batch", type=int, action="append", help="batch sizes (repeatable)")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--warmup", type=int, default=2)
@@ -115,6 +126,12 @@ def main():
             images = torch.randn(b, 3, 32, 32)
             with torch.no_grad():
                 report(f"infer_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
+    if args.workload in ("deploy", "all"):
+        for b in args.batch or [1, 128]:
+            model = deploy_model()
+            images = torch.randn(b, 3, 32, 32)
+            with torch.no_grad():
+                report(f"deploy_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
 
 namespace qflow::bench {
@@ -35,6 +36,29 @@ Tensor random_images(const RunSettings& s, int64_t batch) {
   return randn({batch, s.in_channels, s.image_size, s.image_size});
 }
 
+// forward + cross_entropy + backward + SGD step of `model`, timed as workload `name`.
+Measurement sgd_steps(const std::string& name, nn::Module& model, const RunSettings& s) {
+  model.train();
+  nn::optim::SGD sgd(model.parameters(), nn::optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+  const Tensor images = random_images(s, s.batch);
+  const Tensor labels = randint(0, 10, {s.batch});
+  return measure(fmt::format("{}_{}_b{}", name, s.model, s.batch), s, s.batch, [&] {
+    sgd.zero_grad();
+    Tensor loss = cross_entropy(model(images), labels);
+    loss.backward();
+    sgd.step();
+  });
+}
+
+// The QAT GraphModule of the zoo model (8-bit symmetric google per-layer, the default QConfig).
+std::shared_ptr<fx::GraphModule> make_qat_model(const RunSettings& s, std::shared_ptr<fx::GraphModule>* float_gm) {
+  const Tensor example = random_images(s, 1);
+  auto gm = fx::symbolic_trace(make_model(s), example);
+  auto qat = quant::quantization_aware_training(*gm, example, {});
+  if (float_gm != nullptr) *float_gm = gm;
+  return qat;
+}
+
 }  // namespace
 
 Measurement measure(const std::string& workload, const RunSettings& settings, int64_t images_per_run,
@@ -60,18 +84,19 @@ std::string to_json(const Measurement& m, bool latency) {
       m.workload, latency ? "ms" : "images/s", value(median), lo, hi, v.size(), peak_rss_mb(), num_threads());
 }
 
-Measurement train_step(const RunSettings& s) {
-  nn::ModulePtr model = make_model(s);
-  model->train();
-  nn::optim::SGD sgd(model->parameters(), nn::optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+Measurement train_step(const RunSettings& s) { return sgd_steps("train", *make_model(s), s); }
+
+Measurement qat_train_step(const RunSettings& s) { return sgd_steps("qat", *make_qat_model(s, nullptr), s); }
+
+Measurement deploy_inference(const RunSettings& s) {
+  std::shared_ptr<fx::GraphModule> float_gm;
+  auto qat = make_qat_model(s, &float_gm);
+  quant::calibrate(*qat, std::vector<Tensor>{random_images(s, 8)});
+  auto deploy = quant::dequantization_aware_training(*float_gm, *qat, random_images(s, 1), {});
+  deploy->eval();
   const Tensor images = random_images(s, s.batch);
-  const Tensor labels = randint(0, 10, {s.batch});
-  return measure(fmt::format("train_{}_b{}", s.model, s.batch), s, s.batch, [&] {
-    sgd.zero_grad();
-    Tensor loss = cross_entropy((*model)(images), labels);
-    loss.backward();
-    sgd.step();
-  });
+  NoGradGuard no_grad;
+  return measure(fmt::format("deploy_{}_b{}", s.model, s.batch), s, s.batch, [&] { (void)(*deploy)(images); });
 }
 
 Measurement inference(const RunSettings& s) {

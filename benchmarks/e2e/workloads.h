@@ -33,6 +33,11 @@ std::string to_json(const Measurement& m, bool latency);
 // Workloads. Each builds its model with a fixed seed and random inputs/labels.
 Measurement train_step(const RunSettings& s);   // forward + cross_entropy + backward + SGD step
 Measurement inference(const RunSettings& s);    // eval mode, no grad
+// The quantized model: traced, rewritten by quant::quantization_aware_training (8-bit
+// symmetric per-layer), trained with the same step as train_step.
+Measurement qat_train_step(const RunSettings& s);
+// Its deploy model (quant::dequantization_aware_training after one calibration batch), eval, no grad.
+Measurement deploy_inference(const RunSettings& s);
 double sgemm_gflops(int64_t n, int repetitions);  // cblas_sgemm n x n x n, best of repetitions
 
 }  // namespace qflow::bench
