@@ -1,5 +1,6 @@
-// qflow-export end to end on LeNet-5: float and deploy files (from a QAT checkpoint and from a
-// deploy state_dict) pass the official checker, and ONNX Runtime reproduces the output qflow
+// qflow-export end to end on LeNet-5: float and deploy files (from a QAT checkpoint, a deploy
+// state_dict, a training checkpoint, post-training calibration on Fashion-MNIST) pass the official
+// checker, and ONNX Runtime reproduces the output qflow
 // computed for --save-example's input; the refusals exit 1 with a clear message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "qflow/fx/fx.h"
+#include "qflow/nn/checkpoint.h"
 #include "qflow/qflow.h"
 
 using namespace qflow;
@@ -143,6 +145,42 @@ TEST_F(ExportCliTest, DeployFromQatCheckpointAndFromDeployStateDict) {
     std::memcpy(got.data(), out.data(), out.size());
     EXPECT_EQ(got, to_vector<float>(want)) << ckpt;
   }
+}
+
+TEST_F(ExportCliTest, TrainingCheckpointGivesItsModelWeights) {
+  // qflow-train's last.safetensors: the model's entries under "model.", plus optimizer state.
+  manual_seed(21);
+  auto model = models::create("lenet5", {.in_channels = 1, .image_size = 28});
+  nn::optim::SGD sgd(model->parameters(), nn::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  nn::save_training_checkpoint(path("last.safetensors"), *model, sgd, nullptr, {.epoch = 1, .step = 5});
+  const ToolRun r = run(std::string(kLenet) + " --checkpoint " + path("last.safetensors") + " --out " +
+                        path("last.onnx") + " --batch 2 --save-example " + path("ex"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The example output is the checkpoint's model (seed 21), not the tool's seed-0 initialisation.
+  const std::string bytes = read_file(path("ex") + "/input.bin");
+  std::vector<float> in(bytes.size() / 4);
+  std::memcpy(in.data(), bytes.data(), bytes.size());
+  NoGradGuard no_grad;
+  model->eval();
+  const Tensor want = (*model)(from_vector<float>(in, {2, 1, 28, 28}));
+  const std::string out = read_file(path("ex") + "/expected.bin");
+  std::vector<float> got(out.size() / 4);
+  std::memcpy(got.data(), out.data(), out.size());
+  EXPECT_EQ(got, to_vector<float>(want));
+  EXPECT_LT(ort_versus_qflow(path("last.onnx"), path("ex"), "2,1,28,28")["max_rel_diff"].get<double>(), 1e-4);
+}
+
+TEST_F(ExportCliTest, DeployByCalibrationOnFashionMnist) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string file = path("ptq.onnx");
+  const ToolRun r = run(std::string(kLenet) + " --stage deploy --calibrate fashion-mnist --calibrate-batches 2 " +
+                        "--batch-size 16 --scheme affine --out " + file + " --batch 2 --save-example " + path("ex"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("calibrated on 2 batches of fashion-mnist"));
+  EXPECT_THAT(r.output, HasSubstr("5 QuantizeLinear"));
+  EXPECT_TRUE(checker_passes(file));
+  EXPECT_LT(ort_versus_qflow(file, path("ex"), "2,1,28,28")["max_rel_diff"].get<double>(), 1e-2);
 }
 
 TEST_F(ExportCliTest, RefusalsExitWithAMessage) {
