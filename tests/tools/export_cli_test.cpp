@@ -1,7 +1,7 @@
 // qflow-export end to end on LeNet-5: float and deploy files (from a QAT checkpoint, a deploy
 // state_dict, a training checkpoint, post-training calibration on Fashion-MNIST) pass the official
-// checker, and ONNX Runtime reproduces the output qflow
-// computed for --save-example's input; the refusals exit 1 with a clear message.
+// checker, and ONNX Runtime reproduces the output qflow computed for --save-example's input;
+// the refusals exit 1 with a clear message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
