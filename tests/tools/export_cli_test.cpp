@@ -198,6 +198,20 @@ TEST_F(ExportCliTest, RefusalsExitWithAMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("the quantization grid [-8, 7] cannot be expressed at opset 13"));
   EXPECT_FALSE(std::filesystem::exists(path("x.onnx")));
+
+  // A training checkpoint records the QConfig it was trained with; other flags are refused.
+  const Quantized affine = quantized_lenet({.scheme = quant::Scheme::Affine});
+  nn::optim::SGD sgd(affine.qat->parameters(), nn::optim::SGDOptions{.lr = 0.1});
+  nn::save_training_checkpoint(path("last.safetensors"), *affine.qat, sgd, nullptr, {.epoch = 1},
+                               {{"quant", "qat " + quant::QConfig{.scheme = quant::Scheme::Affine}.to_string()}});
+  r = run(std::string(kLenet) + " --stage deploy --checkpoint " + path("last.safetensors") + " --out " + path("x.onnx"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("was trained with quantization 'qat QConfig(bits=8, scheme=affine, formula=google, "
+                                  "per_layer=true, momentum=0.95, ste=pure)', but the flags ask for QConfig(bits=8, "
+                                  "scheme=symmetric, formula=google, per_layer=true)"));
+  r = run(std::string(kLenet) + " --stage deploy --scheme affine --checkpoint " + path("last.safetensors") +
+          " --out " + path("x.onnx"));
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 }  // namespace

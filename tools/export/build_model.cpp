@@ -11,8 +11,7 @@ namespace {
 
 enum class Kind { Float, Qat, Deploy };
 
-nn::StateDict read_checkpoint(const std::string& path) {
-  nn::CheckpointMetadata meta;
+nn::StateDict read_checkpoint(const std::string& path, nn::CheckpointMetadata& meta) {
   nn::StateDict all = nn::load(path, &meta);
   const auto format = meta.find("format");
   if (format == meta.end() || format->second != "qflow.training_checkpoint") return all;
@@ -46,6 +45,20 @@ std::shared_ptr<fx::GraphModule> calibrated_deploy(const fx::GraphModule& float_
   return quant::dequantization_aware_training(float_gm, *ptq, example, qc);
 }
 
+/// qflow-train's training checkpoints record the QAT QConfig ("quant": "qat QConfig(bits=8,
+/// ...)"). Observers store ranges, not grids, so statistics trained for one grid would load
+/// silently under another: the flags must name the grid the model was trained for.
+void check_trained_qconfig(const nn::CheckpointMetadata& meta, const quant::QConfig& qc, const std::string& path) {
+  const auto it = meta.find("quant");
+  if (it == meta.end()) return;
+  std::string grid = qc.to_string();
+  grid = grid.substr(0, grid.find(", momentum"));  // "QConfig(bits=8, scheme=..., per_layer=true"
+  QFLOW_CHECK(it->second.find(grid) != std::string::npos,
+              "{} was trained with quantization '{}', but the flags ask for {}); pass the same --bits, --scheme, "
+              "--formula and --per-channel",
+              path, it->second, grid);
+}
+
 }  // namespace
 
 BuiltModel build_model(const ExportCliOptions& o) {
@@ -54,9 +67,10 @@ BuiltModel build_model(const ExportCliOptions& o) {
                                                  .image_size = o.image_size});
   const Tensor example = randn({o.batch, o.in_channels, o.image_size, o.image_size});
   nn::StateDict sd;
+  nn::CheckpointMetadata meta;
   Kind kind = Kind::Float;
   if (!o.checkpoint.empty()) {
-    sd = read_checkpoint(o.checkpoint);
+    sd = read_checkpoint(o.checkpoint, meta);
     kind = kind_of(sd);
   }
   if (kind == Kind::Float && !sd.empty()) model->load_state_dict(sd);
@@ -79,6 +93,7 @@ BuiltModel build_model(const ExportCliOptions& o) {
             fmt::format("{}, calibrated on {} batches of {} ({})", weights, o.calibrate_batches, o.calibrate,
                         qc.to_string())};
   }
+  check_trained_qconfig(meta, qc, o.checkpoint);
   auto qat = quant::quantization_aware_training(*float_gm, example, qc);
   if (kind == Kind::Qat) {
     qat->load_state_dict(sd);

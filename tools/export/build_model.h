@@ -14,7 +14,7 @@
 //                        post-training quantization (BN folded, observers calibrated on the
 //                        data set's test split).
 // A deploy stage from float weights without --calibrate is refused: there are no statistics
-// to freeze.
+// to freeze. A training checkpoint that records its QAT QConfig must match the flags' grid.
 #include <memory>
 #include <string>
 
