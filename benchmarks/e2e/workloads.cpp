@@ -65,7 +65,9 @@ Measurement measure(const std::string& workload, const RunSettings& settings, in
                     const std::function<void()>& fn) {
   for (int i = 0; i < settings.warmup; ++i) fn();
   Measurement m{workload, {}, images_per_run};
+  reset_allocator_stats();
   for (int i = 0; i < settings.repetitions; ++i) m.seconds.push_back(seconds_of(fn));
+  m.cache_hit_rate = allocator_stats().hit_rate();
   return m;
 }
 
@@ -80,8 +82,9 @@ std::string to_json(const Measurement& m, bool latency) {
   const double hi = latency ? value(v.back()) : value(v.front());
   return fmt::format(
       R"({{"framework": "qflow", "workload": "{}", "unit": "{}", "median": {:.4g}, "min": {:.4g}, "max": {:.4g}, )"
-      R"("repetitions": {}, "peak_rss_mb": {:.1f}, "threads": {}}})",
-      m.workload, latency ? "ms" : "images/s", value(median), lo, hi, v.size(), peak_rss_mb(), num_threads());
+      R"("repetitions": {}, "peak_rss_mb": {:.1f}, "cache_hit_rate": {:.3f}, "threads": {}}})",
+      m.workload, latency ? "ms" : "images/s", value(median), lo, hi, v.size(), peak_rss_mb(), m.cache_hit_rate,
+      num_threads());
 }
 
 Measurement train_step(const RunSettings& s) { return sgd_steps("train", *make_model(s), s); }

@@ -20,6 +20,7 @@ struct Measurement {
   std::string workload;
   std::vector<double> seconds;
   int64_t images_per_run = 0;
+  double cache_hit_rate = 0;  // of the caching allocator over the timed runs
 };
 
 /// Runs `fn` settings.warmup times untimed, then settings.repetitions times timed.

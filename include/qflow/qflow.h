@@ -6,6 +6,7 @@
 #include "qflow/core/factory.h"
 #include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
+#include "qflow/core/allocator.h"
 #include "qflow/core/parallel.h"
 #include "qflow/core/tensor.h"
 #include "qflow/data/data.h"
