@@ -60,26 +60,25 @@ BnShape check_bn_args(const Stack& a, std::string_view op) {
   return s;
 }
 
-// Per-channel statistics in double: mean and the sum of squared deviations (two passes, like
-// PyTorch, so a large mean does not cancel the variance away).
+// Per-channel statistics: the mean and the sum of squared deviations from it (two passes, like
+// PyTorch, so a large mean does not cancel the variance away), each summed in T over short runs
+// and in double across them (channel_sums).
 // x: (N, C, S) contiguous.
 template <typename T>
 void batch_stats(const T* x, const BnShape& s, std::vector<double>& mean, std::vector<double>& sq_dev) {
   mean.assign(s.C, 0.0);
   sq_dev.assign(s.C, 0.0);
-  std::vector<double> unused(s.C);
   const double m = static_cast<double>(s.per_channel());
-  channel_sums(s.N, s.C, s.S, mean.data(), unused.data(), [x](int64_t i, int64_t) { return static_cast<double>(x[i]); },
-               [](int64_t, int64_t) { return 0.0; });
+  channel_sums<1>(s.N, s.C, s.S, {mean.data()}, [x](int64_t i, int64_t) { return std::array<T, 1>{x[i]}; });
   for (double& v : mean) v /= m;
-  const double* mu = mean.data();
-  channel_sums(
-      s.N, s.C, s.S, sq_dev.data(), unused.data(),
-      [x, mu](int64_t i, int64_t c) {
-        const double d = static_cast<double>(x[i]) - mu[c];
-        return d * d;
-      },
-      [](int64_t, int64_t) { return 0.0; });
+  // The deviations in T from the mean rounded to T: the pass is as fast as the first, and
+  // mean_t differs from the exact mean by half an ulp, which the squares barely see.
+  std::vector<T> mean_t(mean.begin(), mean.end());
+  const T* mu = mean_t.data();
+  channel_sums<1>(s.N, s.C, s.S, {sq_dev.data()}, [x, mu](int64_t i, int64_t c) {
+    const T d = x[i] - mu[c];
+    return std::array<T, 1>{d * d};
+  });
 }
 
 // Element c of a (C,) tensor of any stride, as double.
@@ -227,10 +226,10 @@ Stack bn_backward(const Stack& a, const BnShape& s) {
   std::vector<double> sum_dy(s.C, 0.0), sum_dy_xmu(s.C, 0.0);
   if (gy.defined()) {
     const T* pg = gy.data_ptr<T>();
-    const double* mu = mean.data();
-    channel_sums(
-        s.N, s.C, s.S, sum_dy.data(), sum_dy_xmu.data(), [pg](int64_t i, int64_t) { return static_cast<double>(pg[i]); },
-        [pg, px, mu](int64_t i, int64_t c) { return static_cast<double>(pg[i]) * (static_cast<double>(px[i]) - mu[c]); });
+    const std::vector<T> mean_t(mean.begin(), mean.end());
+    const T* mu = mean_t.data();
+    channel_sums<2>(s.N, s.C, s.S, {sum_dy.data(), sum_dy_xmu.data()},
+                    [pg, px, mu](int64_t i, int64_t c) { return std::array<T, 2>{pg[i], pg[i] * (px[i] - mu[c])}; });
   }
 
   Tensor gx = new_tensor(x.sizes(), x.dtype()), gw = new_tensor({s.C}, x.dtype()), gb = new_tensor({s.C}, x.dtype());
