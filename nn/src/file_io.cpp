@@ -1,14 +1,18 @@
 #include "file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <new>
 #include <system_error>
+#include <thread>
 
 #include "qflow/core/error.h"
 
@@ -41,8 +45,9 @@ class Fd {
   int fd_;
 };
 
-// Writes all of `data`, retrying short writes and EINTR; returns 0 or the errno.
-int write_all(int fd, std::span<const uint8_t> data) {
+// Writes all of `data`, retrying short writes and EINTR; returns 0 or the errno. `written`
+// counts the bytes that reached the file, so a failure can say how far it got.
+int write_all(int fd, std::span<const uint8_t> data, uint64_t& written) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -51,11 +56,52 @@ int write_all(int fd, std::span<const uint8_t> data) {
       return errno;
     }
     done += static_cast<size_t>(n);
+    written += static_cast<uint64_t>(n);
   }
   return 0;
 }
 
+// Test hook (see Note [Interrupted writes]): QFLOW_TEST_PAUSE_IN_WRITE_MS=<ms> makes every
+// atomic write sleep that long once half of its bytes are in the temporary file.
+int pause_in_write_ms() {
+  const char* v = std::getenv("QFLOW_TEST_PAUSE_IN_WRITE_MS");
+  return v == nullptr ? 0 : std::atoi(v);
+}
+
 std::atomic<uint64_t> g_temp_counter{0};
+
+// Note [Interrupted writes]
+// A process killed in the middle of write_file_atomically leaves its temporary file
+// ".<name>.<pid>.<n>.tmp" behind (the target itself is intact). A training job that is
+// preempted many times would pile them up, so every successful write of <name> removes the
+// temporaries of <name> whose writer process no longer exists (kill(pid, 0) fails with
+// ESRCH). Temporaries of live processes, including this one, are never touched, so
+// concurrent writers in one process or on one host are safe; writers on several hosts
+// sharing one directory are not supported (their pids mean nothing here).
+// QFLOW_TEST_PAUSE_IN_WRITE_MS is a test hook: it widens the window in which a test can kill
+// a writer half-way through.
+void remove_abandoned_temporaries(const std::filesystem::path& dir, const std::string& base) {
+  const std::string prefix = "." + base + ".";
+  // Best effort with error codes only: the save itself has already succeeded.
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() + 4 || !name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
+    // The middle must be "<pid>.<n>": digits, one dot, digits.
+    const std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+    const size_t dot = middle.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == middle.size() ||
+        middle.find_first_not_of("0123456789.") != std::string::npos || middle.find('.', dot + 1) != std::string::npos)
+      continue;
+    const long pid = std::strtol(middle.substr(0, dot).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
 
 }  // namespace
 
@@ -100,17 +146,31 @@ void write_file_atomically(const std::string& path, std::span<const std::span<co
   QFLOW_CHECK(raw_fd >= 0, "{}: cannot create a temporary file next to '{}': {}", op, path, errno_text(errno));
   Fd fd(raw_fd);
 
+  uint64_t total = 0, written = 0;
+  for (std::span<const uint8_t> chunk : chunks) total += chunk.size();
+  // Every failure names the file, how far the write got and the system's reason: on a full
+  // disk the user needs all three to see which file did not fit and how much room it wanted.
   auto fail = [&](const char* step, int err) {
     ::unlink(temp.c_str());
-    QFLOW_FAIL("{}: {} '{}' failed: {} (any previous file at that path is unchanged)", op, step, path,
-               errno_text(err));
+    QFLOW_FAIL("{}: {} '{}' failed after {} of {} bytes: {} (any previous file at that path is unchanged)", op, step,
+               path, written, total, errno_text(err));
   };
+  const int pause_ms = pause_in_write_ms();
   for (std::span<const uint8_t> chunk : chunks) {
-    if (int err = write_all(fd.get(), chunk)) fail("writing", err);
+    if (pause_ms > 0 && written < total / 2 && written + chunk.size() >= total / 2) {
+      const size_t first = static_cast<size_t>(total / 2 - written);
+      if (int err = write_all(fd.get(), chunk.first(first), written)) fail("writing", err);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+      chunk = chunk.subspan(first);
+    }
+    if (int err = write_all(fd.get(), chunk, written)) fail("writing", err);
   }
+  // A full disk often shows only here: filesystems with delayed allocation accept the
+  // write() and fail the flush.
   if (::fsync(fd.get()) != 0) fail("syncing", errno);
   if (int err = fd.close_checked()) fail("closing", err);
   if (::rename(temp.c_str(), path.c_str()) != 0) fail("renaming the temporary file to", errno);
+  remove_abandoned_temporaries(dir, base);
 
   // Make the rename itself durable. Some filesystems cannot sync directories (EINVAL).
   Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

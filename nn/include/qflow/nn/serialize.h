@@ -13,7 +13,9 @@
 // sorted; Python prints them in hash order, which any reader accepts.) The file is written to
 // a temporary file in the same directory, fsync'ed and renamed over the target, and the
 // directory is fsync'ed: a crash or a full disk leaves either the old file or the new one,
-// never a mixture. Reading trusts nothing: the header length, the JSON, every dtype, shape
+// never a mixture. A failed write names the file, the bytes written of the total and the
+// system's reason ("File too large", "No space left on device"); a process killed mid-write
+// leaves only its temporary file, which the next successful save of that path removes. Reading trusts nothing: the header length, the JSON, every dtype, shape
 // and range are validated, the ranges must tile the data buffer exactly (no overlap, gap or
 // trailing bytes, as the Python library requires), and every failure is a qflow::Error that
 // names the file and the problem. The file is read with one bounded read, so a malformed
