@@ -1,4 +1,6 @@
 // The autograd dispatch layer: runs the op below, then records a backward node.
+#include "anomaly_check.h"
+#include "qflow/autograd/anomaly_mode.h"
 #include "qflow/autograd/autograd_meta.h"
 #include "qflow/autograd/derivatives.h"
 #include "qflow/autograd/grad_mode.h"
@@ -84,13 +86,14 @@ class AutogradLayer final : public DispatchLayer {
     QFLOW_CHECK(rule != nullptr, "{}: the derivative of this op is not implemented, so it cannot be used on tensors that "
                 "require grad (wrap the call in NoGradGuard or detach() the inputs)", op.name);
     Stack outputs = Dispatcher::redispatch(op, args, remaining);
+    if (is_anomaly_enabled()) detail::check_forward_outputs(op.name, inputs, outputs);
     if (!rule->differentiable) return outputs;
     record(*rule, op, args, inputs, outputs);
     return outputs;
   }
 
  private:
-  static void record(const DerivativeRule& rule, const OpDef& op, const Stack& args, const TensorList& inputs, Stack& outputs) {
+  static void record(const DerivativeRule& rule, const OpDef& /*op*/, const Stack& args, const TensorList& inputs, Stack& outputs) {
     BackwardContext ctx;
     ctx.op_ = rule.node_name;
     ctx.args_.reserve(args.size());

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "anomaly_check.h"
+#include "qflow/autograd/anomaly_mode.h"
 #include "qflow/autograd/autograd_meta.h"
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/core/factory.h"
@@ -53,6 +55,9 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<Edge>& roots
 void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool retain_graph,
              std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>>* capture, TensorList* captured) {
   NoGradGuard no_grad;
+  const bool anomaly = is_anomaly_enabled();  // one setting for the whole pass
+  if (anomaly)
+    for (size_t i = 0; i < root_grads.size(); ++i) detail::check_root_gradient(i, root_grads[i]);
   auto deps = count_dependencies(roots);
   std::unordered_map<Node*, InputBuffer> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
@@ -96,6 +101,7 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
     }
     std::vector<Tensor> out;
     if (any) out = node->apply(std::move(grads));
+    if (anomaly) detail::check_backward_outputs(*node, out);
     if (!retain_graph) node->release_saved();
     const auto& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "qflow/autograd/anomaly_mode.h"
 #include "qflow/autograd/autograd_meta.h"
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/core/ops.h"
@@ -19,7 +20,9 @@ thread_local bool t_draining = false;
 thread_local std::vector<std::shared_ptr<Node>> t_pending;
 }  // namespace
 
-Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  if (is_anomaly_enabled()) anomaly_scope_ = current_anomaly_scope();
+}
 
 Node::~Node() {
   for (Edge& e : next_edges_)

@@ -1,5 +1,6 @@
 #pragma once
 // Everything a user of autograd needs.
+#include "qflow/autograd/anomaly_mode.h"
 #include "qflow/autograd/autograd_meta.h"
 #include "qflow/autograd/derivatives.h"
 #include "qflow/autograd/engine.h"

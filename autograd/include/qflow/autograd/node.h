@@ -43,6 +43,10 @@ class Node {
   /// Creation order; later nodes run first when several are ready.
   uint64_t sequence_nr() const { return sequence_nr_; }
 
+  /// The AnomalyScope active when the node was created ("module 'fc1' (Linear)"), recorded
+  /// only while anomaly detection is on; see Note [Anomaly detection].
+  const std::string& anomaly_scope() const { return anomaly_scope_; }
+
   /// Non-leaf tensors that asked for retain_grad(), by output index.
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>>& retained() { return retained_; }
 
@@ -50,6 +54,7 @@ class Node {
   std::vector<Edge> next_edges_;
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained_;
   uint64_t sequence_nr_;
+  std::string anomaly_scope_;
 };
 
 /// The sink of a leaf: adds incoming gradients into the leaf's `.grad`.

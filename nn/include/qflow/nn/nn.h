@@ -1,5 +1,6 @@
 #pragma once
 // Everything the nn layer offers, in one include.
+#include "qflow/nn/anomaly.h"
 #include "qflow/nn/cloneable.h"
 #include "qflow/nn/container.h"
 #include "qflow/nn/module.h"
