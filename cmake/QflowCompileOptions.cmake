@@ -15,6 +15,17 @@ if(QFLOW_SANITIZE)
   endforeach()
   target_compile_options(qflow_options INTERFACE -fno-sanitize-recover=all)
 endif()
+# libFuzzer builds (tools/fuzz): the layers get coverage instrumentation without libFuzzer's
+# main (fuzzer-no-link); only the executables in fuzz/ link -fsanitize=fuzzer. UBSan findings
+# abort, so the fuzzer reports them as crashes.
+if(QFLOW_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "QFLOW_FUZZ needs clang's libFuzzer: configure with CXX=clang++ (tools/fuzz does)")
+  endif()
+  target_compile_options(qflow_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                                                 -fno-omit-frame-pointer -g)
+  target_link_options(qflow_options INTERFACE -fsanitize=address,undefined)
+endif()
 
 # Ops, derivatives and layers register themselves from static initialisers in their own
 # files (no central list to edit). A static library would drop such object files, so each

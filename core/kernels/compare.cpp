@@ -121,6 +121,7 @@ Stack where_kernel(Stack& a) {
     for_each_row<T, const bool, const T, const T>(
         plan, {z.data_ptr<T>(), c.data_ptr<bool>(), x.data_ptr<T>(), y.data_ptr<T>()},
         [](std::tuple<T*, const bool*, const T*, const T*> p, const std::array<int64_t, 4>& s, int64_t n) {
+          // (Lambdas capture xp/yp by init-capture: clang before 16 cannot capture structured bindings.)
           auto [o, cp, xp, yp] = p;
           // SIMD blends: both branches are loaded unconditionally and the mask is read as
           // bytes (GCC 12 does not vectorise loads of bool; unsigned char may alias anything).
@@ -128,13 +129,13 @@ Stack where_kernel(Stack& a) {
           // backward formulas) get their own loops.
           const auto* mask = reinterpret_cast<const unsigned char*>(cp);
           if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {
-            blend_row(o, mask, n, [xp](int64_t i) { return xp[i]; }, [yp](int64_t i) { return yp[i]; });
+            blend_row(o, mask, n, [xp = xp](int64_t i) { return xp[i]; }, [yp = yp](int64_t i) { return yp[i]; });
           } else if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 0) {
             const T b = *yp;
-            blend_row(o, mask, n, [xp](int64_t i) { return xp[i]; }, [b](int64_t) { return b; });
+            blend_row(o, mask, n, [xp = xp](int64_t i) { return xp[i]; }, [b](int64_t) { return b; });
           } else if (s[0] == 1 && s[1] == 1 && s[2] == 0 && s[3] == 1) {
             const T a = *xp;
-            blend_row(o, mask, n, [a](int64_t) { return a; }, [yp](int64_t i) { return yp[i]; });
+            blend_row(o, mask, n, [a](int64_t) { return a; }, [yp = yp](int64_t i) { return yp[i]; });
           } else {
             for (int64_t i = 0; i < n; ++i) o[i * s[0]] = mask[i * s[1]] ? xp[i * s[2]] : yp[i * s[3]];
           }

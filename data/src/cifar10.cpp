@@ -20,6 +20,7 @@ namespace {
 constexpr int64_t kImage = CIFAR10::kImageBytes;
 constexpr int64_t kRecord = CIFAR10::kRecordBytes;
 // The official files hold 10,000 records; a million (3 GB) is no CIFAR batch file.
+constexpr uint64_t kOfficialRecordsPerFile = 10'000;
 constexpr uint64_t kMaxRecordsPerFile = 1'000'000;
 constexpr uint64_t kMaxMetaBytes = 1 << 16;
 constexpr const char* kArchiveName = "cifar-10-binary.tar.gz";
@@ -36,7 +37,12 @@ std::vector<std::string> batch_names(bool train) {
 // Splits records into the image buffer and the label list while checking every label.
 class RecordParser {
  public:
-  explicit RecordParser(uint64_t expected_records) {
+  // A directory's split size is known from its files (`expected_records`) and allocated once.
+  // An archive's members arrive one by one (`expected_records` = 0): the first batch member's
+  // declared size, capped at the official 10,000 records, is reserved for each of the split's
+  // `files` — one allocation for the official archive, a small one for a small archive, never
+  // more than the official split whatever a header claims.
+  RecordParser(uint64_t expected_records, uint64_t files) : files_(files) {
     images_.reserve(static_cast<size_t>(std::min(expected_records, kMaxRecordsPerFile * 5) * kImage));
   }
 
@@ -50,6 +56,8 @@ class RecordParser {
     QFLOW_CHECK(records > 0, "{}: wrongly sized: the file holds no records", in.name());
     QFLOW_CHECK(records <= kMaxRecordsPerFile, "{}: oversized: {} bytes would be {} records, more than the {} a CIFAR-10 "
                 "batch file may hold", in.name(), size, records, kMaxRecordsPerFile);
+    if (images_.capacity() == 0)
+      images_.reserve(static_cast<size_t>(std::min(records, kOfficialRecordsPerFile) * files_ * kImage));
     constexpr uint64_t kChunk = 256;  // records per read
     std::vector<uint8_t> staging(static_cast<size_t>(std::min(records, kChunk) * kRecord));
     for (uint64_t first = 0; first < records; first += kChunk) {
@@ -77,6 +85,7 @@ class RecordParser {
   const std::vector<int64_t>& labels() const { return labels_; }
 
  private:
+  uint64_t files_;
   detail::ByteBuffer images_;
   std::vector<int64_t> labels_;
 };
@@ -151,7 +160,7 @@ void CIFAR10::load_directory(const std::string& dir, bool train) {
     total += *files.back()->size();
   }
   // Sizes are known up front, so the whole split is allocated once.
-  RecordParser parser(total / kRecord);
+  RecordParser parser(total / kRecord, names.size());
   for (auto& file : files) parser.append(*file, *file->size());
   labels_ = parser.labels();
   images_ = detail::wrap_bytes(parser.take_images(), {size(), 3, 32, 32});
@@ -173,7 +182,7 @@ void CIFAR10::load_archive(const std::string& path, bool train) {
   const std::vector<std::string> names = batch_names(train);
   auto archive = open_file(path);
   TarReader tar(*archive);
-  RecordParser parser(static_cast<uint64_t>(names.size()) * 10000);
+  RecordParser parser(0, names.size());
   // batch position in `names` -> (first record, record count)
   std::map<size_t, std::pair<int64_t, int64_t>> found;
   int64_t records = 0;

@@ -25,6 +25,10 @@ namespace {
 // Width * height * channels above this (1 GiB) is a broken or hostile header.
 constexpr uint64_t kMaxPixelBytes = uint64_t{1} << 30;
 constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
+// Deflate expands at most 1032:1 (a 258-byte match in two bits), so a file of n bytes holds at
+// most 1032 n bytes of image data: a header claiming more is refused before the pixel buffer
+// is allocated (a 70-byte file could otherwise make the reader allocate up to 1 GiB).
+constexpr uint64_t kMaxDeflateRatio = 1032;
 
 struct ReadContext {
   png_structp png = nullptr;
@@ -57,7 +61,8 @@ void read_data(png_structp png, png_bytep out, size_t n) {
 
 struct Header {
   uint32_t width = 0, height = 0;
-  int channels = 0;
+  int channels = 0;        // after the conversions
+  int stored_bits = 0;     // bits per pixel in the file (before the conversions)
 };
 
 // Sets up the 8-bit conversions for `mode`. See Note [libpng and longjmp] (no C++ objects here).
@@ -68,6 +73,7 @@ bool read_header(ReadContext& ctx, PngChannels mode, Header& out) {
   png_read_info(png, info);
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
+  out.stored_bits = depth * png_get_channels(png, info);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   const bool trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
@@ -129,6 +135,12 @@ Tensor decode_png(std::span<const uint8_t> bytes, const std::string& name, PngCh
   const uint64_t pixel_bytes = uint64_t{h.width} * h.height * static_cast<uint64_t>(h.channels);
   QFLOW_CHECK(pixel_bytes <= kMaxPixelBytes, "{}: absurd PNG size {}x{}x{}: refusing to allocate {} bytes", name,
               h.width, h.height, h.channels, pixel_bytes);
+  // The packed pixels alone (filter bytes not counted), against what the file can inflate to.
+  const uint64_t stored_bytes = (uint64_t{h.width} * h.height * static_cast<uint64_t>(h.stored_bits) + 7) / 8;
+  QFLOW_CHECK(stored_bytes <= kMaxDeflateRatio * bytes.size(),
+              "{}: PNG header claims {}x{} pixels ({} bytes of image data), more than a {}-byte file can hold "
+              "(deflate expands at most {}:1): corrupt or truncated file",
+              name, h.width, h.height, stored_bytes, bytes.size(), kMaxDeflateRatio);
 
   // libpng delivers interleaved rows (H, W, C); the tensor is planar (C, H, W).
   const size_t row_bytes = size_t{h.width} * static_cast<size_t>(h.channels);

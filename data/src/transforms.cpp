@@ -152,7 +152,8 @@ Tensor RandomCrop::apply(const Tensor& image, SampleRng& rng) const {
   const Tensor x = chw_image(image, "RandomCrop");
   const int64_t c = x.sizes()[0], h = x.sizes()[1], w = x.sizes()[2];
   const int64_t ph = h + 2 * padding_, pw = w + 2 * padding_;
-  const auto [th, tw] = size_;
+  // Plain variables, not a structured binding: clang before 16 cannot capture bindings.
+  const int64_t th = size_[0], tw = size_[1];
   QFLOW_CHECK(th <= ph && tw <= pw, "RandomCrop: crop size ({}, {}) is larger than the padded image ({}, {})", th, tw,
               ph, pw);
   const int64_t top = rng.randint(0, ph - th);

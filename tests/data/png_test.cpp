@@ -147,6 +147,28 @@ TEST_F(PngTest, AbsurdDimensionsAreRefused) {
             "huge.png: absurd PNG size 100000x100000x4: refusing to allocate 40000000000 bytes");
 }
 
+TEST_F(PngTest, DimensionsTheFileCannotHoldAreRefusedBeforeAllocating) {
+  // 16000 x 16000 gray (256 MB, under the 1 GiB cap) in a 57-byte file: deflate expands at most
+  // 1032:1, so no 57-byte file holds more than 58824 bytes of image data.
+  Bytes png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+  for (uint32_t v : {16000u, 16000u})
+    for (int s = 24; s >= 0; s -= 8) png.push_back(static_cast<uint8_t>(v >> s));
+  png.insert(png.end(), {8, 0, 0, 0, 0});
+  const uLong crc = crc32(0, png.data() + 12, 17);
+  for (int s = 24; s >= 0; s -= 8) png.push_back(static_cast<uint8_t>(crc >> s));
+  png.insert(png.end(), {0, 0, 0, 12, 'I', 'D', 'A', 'T'});
+  png.resize(png.size() + 12 + 4, 0);  // IDAT data (zeros: no zlib stream) and CRC
+  ASSERT_EQ(png.size(), 57u);
+  EXPECT_EQ(error_of([&] { decode_png(png, "claims.png"); }),
+            "claims.png: PNG header claims 16000x16000 pixels (256000000 bytes of image data), more than a 57-byte "
+            "file can hold (deflate expands at most 1032:1): corrupt or truncated file");
+  // At the limit the header is believed: 1032 * 57 = 58824 >= 242 * 243 bytes.
+  png[16 + 2] = 0, png[16 + 3] = 242, png[20 + 2] = 0, png[20 + 3] = 243;
+  const uLong crc2 = crc32(0, png.data() + 12, 17);
+  for (int k = 0; k < 4; ++k) png[29 + static_cast<size_t>(k)] = static_cast<uint8_t>(crc2 >> (24 - 8 * k));
+  EXPECT_THAT(error_of([&] { decode_png(png, "small.png"); }), HasSubstr("small.png: invalid PNG: libpng:"));
+}
+
 TEST_F(PngTest, WritePngRejectsBadTensorsAndUnwritablePaths) {
   EXPECT_THAT(error_of([&] { write_png(path("f.png"), zeros({3, 2, 2})); }),
               HasSubstr("expected a uint8 image, got float32"));
