@@ -51,10 +51,11 @@ Measurement sgd_steps(const std::string& name, nn::Module& model, const RunSetti
 }
 
 // The QAT GraphModule of the zoo model (8-bit symmetric google per-layer, the default QConfig).
-std::shared_ptr<fx::GraphModule> make_qat_model(const RunSettings& s, std::shared_ptr<fx::GraphModule>* float_gm) {
+std::shared_ptr<fx::GraphModule> make_qat_model(const RunSettings& s, std::shared_ptr<fx::GraphModule>* float_gm,
+                                                quant::BnFold bn_fold = quant::BnFold::Batch) {
   const Tensor example = random_images(s, 1);
   auto gm = fx::symbolic_trace(make_model(s), example);
-  auto qat = quant::quantization_aware_training(*gm, example, {});
+  auto qat = quant::quantization_aware_training(*gm, example, {.bn_fold = bn_fold});
   if (float_gm != nullptr) *float_gm = gm;
   return qat;
 }
@@ -89,7 +90,9 @@ std::string to_json(const Measurement& m, bool latency) {
 
 Measurement train_step(const RunSettings& s) { return sgd_steps("train", *make_model(s), s); }
 
-Measurement qat_train_step(const RunSettings& s) { return sgd_steps("qat", *make_qat_model(s, nullptr), s); }
+Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold) {
+  return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat" : "qat-running", *make_qat_model(s, nullptr, bn_fold), s);
+}
 
 Measurement deploy_inference(const RunSettings& s) {
   std::shared_ptr<fx::GraphModule> float_gm;

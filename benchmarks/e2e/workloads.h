@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "qflow/quant/qconfig.h"
+
 namespace qflow::bench {
 
 struct RunSettings {
@@ -35,8 +37,10 @@ std::string to_json(const Measurement& m, bool latency);
 Measurement train_step(const RunSettings& s);   // forward + cross_entropy + backward + SGD step
 Measurement inference(const RunSettings& s);    // eval mode, no grad
 // The quantized model: traced, rewritten by quant::quantization_aware_training (8-bit
-// symmetric per-layer), trained with the same step as train_step.
-Measurement qat_train_step(const RunSettings& s);
+// symmetric per-layer), trained with the same step as train_step. Workload "qat" folds BN
+// with the batch statistics (the default, two convs per QConvBN), "qat-running" with the
+// running ones (PyTorch's ConvBn2d formulation, one conv).
+Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold);
 // Its deploy model (quant::dequantization_aware_training after one calibration batch), eval, no grad.
 Measurement deploy_inference(const RunSettings& s);
 double sgemm_gflops(int64_t n, int repetitions);  // cblas_sgemm n x n x n, best of repetitions

@@ -23,13 +23,15 @@ int64_t QConfig::quant_max() const {
 }
 
 std::string QConfig::to_string() const {
-  return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={})", bits,
-                     quant::to_string(scheme), quant::to_string(formula), per_layer, momentum, quant::to_string(ste));
+  return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={}{})", bits,
+                     quant::to_string(scheme), quant::to_string(formula), per_layer, momentum, quant::to_string(ste),
+                     bn_fold == BnFold::Batch ? "" : fmt::format(", bn_fold={}", quant::to_string(bn_fold)));
 }
 
 std::string_view to_string(Scheme s) { return s == Scheme::Symmetric ? "symmetric" : "affine"; }
 std::string_view to_string(Formula f) { return f == Formula::Google ? "google" : "cambricon"; }
 std::string_view to_string(Ste s) { return s == Ste::Pure ? "pure" : "clipped"; }
+std::string_view to_string(BnFold f) { return f == BnFold::Batch ? "batch" : "running"; }
 
 Scheme parse_scheme(std::string_view text) {
   if (text == "symmetric") return Scheme::Symmetric;
@@ -47,6 +49,12 @@ Ste parse_ste(std::string_view text) {
   if (text == "pure") return Ste::Pure;
   if (text == "clipped") return Ste::Clipped;
   QFLOW_FAIL("QConfig: unknown ste '{}' (expected pure or clipped)", text);
+}
+
+BnFold parse_bn_fold(std::string_view text) {
+  if (text == "batch") return BnFold::Batch;
+  if (text == "running") return BnFold::Running;
+  QFLOW_FAIL("QConfig: unknown bn_fold '{}' (expected batch or running)", text);
 }
 
 }  // namespace qflow::quant

@@ -76,11 +76,24 @@ std::pair<Tensor, Tensor> QConvBN::batch_stats(const Tensor& xq) {
   return {mean, invstd};
 }
 
+Tensor QConvBN::forward_running_fold(const Tensor& xq) {
+  const auto& o = conv_options_;
+  const Tensor invstd = running_stats_of(*bn, bn_options_.eps).second;  // buffers: no gradient
+  const Tensor k = bn->weight.defined() ? bn->weight * invstd : invstd;
+  const Tensor scaled = weight * k.view({o.out, 1, 1, 1});
+  Tensor y = F::conv2d(xq, quantize_weight(scaled), Tensor(), o.stride.list(), o.padding, o.dilation.list(), o.groups);
+  y = y / k.view({1, o.out, 1, 1});
+  if (bias.defined()) y = y + bias.view({1, o.out, 1, 1});
+  return (*bn)(y);  // batch statistics; BatchNorm2d moves its running statistics itself
+}
+
 Tensor QConvBN::forward(const Tensor& x) {
   const auto& o = conv_options_;
   const Tensor xq = quantize_input(x);
+  const bool batch_statistics = is_training() && !bn_frozen_;
+  if (batch_statistics && qconfig().bn_fold == BnFold::Running) return forward_running_fold(xq);
   Tensor mean, invstd;
-  if (is_training() && !bn_frozen_) std::tie(mean, invstd) = batch_stats(xq);
+  if (batch_statistics) std::tie(mean, invstd) = batch_stats(xq);
   else std::tie(mean, invstd) = running_stats_of(*bn, bn_options_.eps);
   auto [w, b] = fold(mean, invstd);
   return F::conv2d(xq, quantize_weight(w), b, o.stride.list(), o.padding, o.dilation.list(), o.groups);

@@ -36,7 +36,7 @@ struct Case {
 
 // Three training steps and one eval step of Conv2d → BatchNorm2d beside a QConvBN built from
 // them with fake quantization off: outputs, every gradient and the running statistics.
-void expect_equals_conv_bn(DType dtype, double rtol) {
+void expect_equals_conv_bn(DType dtype, double rtol, const QConfig& qconfig = {}) {
   const Case cases[] = {
       {{.in = 3, .out = 4, .kernel = 3, .padding = 1, .bias = false}, {.features = 4}},
       {{.in = 2, .out = 4, .kernel = 3, .stride = 2, .groups = 2}, {.features = 4, .eps = 1e-3, .momentum = std::nullopt}},
@@ -48,7 +48,7 @@ void expect_equals_conv_bn(DType dtype, double rtol) {
     conv.to(dtype);
     bn.to(dtype);
     set_bn_affine(bn, 0.4);
-    auto q = QConvBN::from_float(conv, bn, {});
+    auto q = QConvBN::from_float(conv, bn, qconfig);
     q->enable_fake_quant(false);
     SCOPED_TRACE(q->repr());
     for (int step = 0; step < 4; ++step) {
@@ -92,6 +92,13 @@ TEST(QConvBNTest, WithoutFakeQuantEqualsConvThenBatchNormInTrainingAndEval) { ex
 
 // In float64 the rounding noise vanishes: the folded formulation is the same function.
 TEST(QConvBNTest, WithoutFakeQuantEqualsConvThenBatchNormInFloat64) { expect_equals_conv_bn(DType::Float64, 1e-10); }
+
+// PyTorch's one-conv formulation: conv(x, W k) / k is conv(x, W) up to rounding, then the
+// BatchNorm itself, so again the pair's outputs, gradients and running statistics.
+TEST(QConvBNTest, RunningFoldWithoutFakeQuantEqualsConvThenBatchNorm) {
+  expect_equals_conv_bn(DType::Float32, 1e-5, {.bn_fold = BnFold::Running});
+  expect_equals_conv_bn(DType::Float64, 1e-10, {.bn_fold = BnFold::Running});
+}
 
 TEST(QConvBNTest, StateDictHasTheFloatPairLayout) {
   nn::Conv2d conv({.in = 2, .out = 3, .kernel = 3, .bias = false});
@@ -151,6 +158,43 @@ TEST(QConvBNTest, QuantizedTrainingForwardFoldsBatchStatistics) {
   }
 }
 
+// bn_fold = running, op by op: the weight folded with the running statistics is quantized, the
+// conv output is unscaled, biased and batch-normalized by bn with the batch statistics.
+TEST(QConvBNTest, RunningFoldTrainingForwardQuantizesTheRunningFold) {
+  for (const QConfig qc : {QConfig{.bn_fold = BnFold::Running},
+                           QConfig{.bits = 4, .scheme = Scheme::Affine, .per_layer = false, .bn_fold = BnFold::Running}}) {
+    SCOPED_TRACE(qc.to_string());
+    QConvBN q({.in = 2, .out = 3, .kernel = 3, .padding = 1, .bias = true}, {}, qc);
+    set_bn_affine(*q.bn, 0.9);
+    {
+      NoGradGuard no_grad;
+      q.bn->running_mean.copy_(seq({3}, 0.1, 0.2));
+      q.bn->running_var.copy_(seq({3}, 0.3, 0.5).abs().add(Scalar(0.5)));
+    }
+    nn::BatchNorm2d bn({.features = 3});
+    bn.load_state_dict(q.bn->state_dict());
+    const Tensor x = seq({2, 2, 5, 5}, 0.6, 1.5);
+    const Range rx = tensor_range(x, false);
+    const Tensor xq = fake_quantize(x, compute_qparams(rx.min, rx.max, qc), qc);
+    const Tensor k = q.bn->weight * q.bn->running_var.to(DType::Float64).add(Scalar(1e-5)).rsqrt().to(DType::Float32);
+    const Tensor w = q.weight * k.view({3, 1, 1, 1});
+    const Range rw = tensor_range(w, !qc.per_layer);
+    const Tensor y = F::conv2d(xq, fake_quantize(w, compute_qparams(rw.min, rw.max, qc), qc), Tensor(), {1}, 1, {1}, 1);
+    const Tensor want = bn(y / k.view({1, 3, 1, 1}) + q.bias.view({1, 3, 1, 1}));
+    quant_test::expect_close(q(x), want, 0.0);
+    quant_test::expect_close(q.bn->running_mean, bn.running_mean, 0.0);
+    quant_test::expect_close(q.bn->running_var, bn.running_var, 0.0);
+    EXPECT_EQ(q.bn->num_batches_tracked.item<int64_t>(), 1);
+    // Eval folds the running statistics exactly as the default mode does.
+    QConvBN batch_fold({.in = 2, .out = 3, .kernel = 3, .padding = 1, .bias = true}, {},
+                       QConfig{.bits = qc.bits, .scheme = qc.scheme, .per_layer = qc.per_layer});
+    batch_fold.load_state_dict(q.state_dict());
+    q.eval();
+    batch_fold.eval();
+    quant_test::expect_close(q(x), batch_fold(x), 0.0);
+  }
+}
+
 TEST(QConvBNTest, FreezeBnKeepsRunningStatisticsAndFoldsThem) {
   QConvBN q({.in = 2, .out = 3, .kernel = 3, .padding = 1});
   set_bn_affine(*q.bn, 0.2);
@@ -183,6 +227,16 @@ TEST(QConvBNTest, FloatPathGradcheckInTrainingAndEval) {
   EXPECT_TRUE(gradcheck(fn, inputs));
   q.eval();
   EXPECT_TRUE(gradcheck(fn, inputs));
+}
+
+TEST(QConvBNTest, RunningFoldFloatPathGradcheck) {
+  QConvBN q({.in = 2, .out = 2, .kernel = 3, .padding = 1, .bias = true}, {}, {.bn_fold = BnFold::Running});
+  set_bn_affine(*q.bn, 0.5);
+  q.enable_fake_quant(false);
+  q.to(DType::Float64);
+  const Tensor x = seq({2, 2, 3, 3}, 0.4, 1.0, DType::Float64).requires_grad_();
+  const TensorList inputs{x, q.weight, q.bias, q.bn->weight, q.bn->bias};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return q(in[0]); }, inputs));
 }
 
 TEST(QConvBNTest, RejectsMismatchedOrUntrackedBatchNorm) {

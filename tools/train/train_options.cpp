@@ -25,6 +25,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "Where last.safetensors, best.safetensors, log.csv, log.jsonl and curves.png go")
       ->capture_default_str();
   app.add_flag("--resume", o.resume, "Continue from CHECKPOINT_DIR/last.safetensors (bit-identical)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "Also save last.safetensors every N optimizer steps, so a killed run loses at most N steps (0 = at "
+                 "epoch ends only)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--detect-anomaly", o.detect_anomaly,
+               "Check every op, module output, parameter and gradient for NaN/Inf and stop at the first, naming the "
+               "step, module and op (slow: for debugging)");
   app.add_flag("--eval-only", o.eval_only, "Only evaluate (with --weights, or CHECKPOINT_DIR/best.safetensors)");
   app.add_option("--subset", o.subset, "Train on the first N training samples only (quick runs)");
   app.add_option("--test-subset", o.test_subset, "Evaluate on the first N test samples only");
@@ -57,6 +65,11 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--ste", o.ste, "Straight-through estimator: pure | clipped")
       ->check(CLI::IsMember({"pure", "clipped"}))
       ->capture_default_str();
+  app.add_option("--bn-fold", o.bn_fold,
+                 "How QConvBN folds BatchNorm in training: batch (OneFlow: batch statistics, two convs) | "
+                 "running (PyTorch's ConvBn2d: running statistics, one conv, faster)")
+      ->check(CLI::IsMember({"batch", "running"}))
+      ->capture_default_str();
   app.add_option("--calib-batches", o.calib_batches, "Training batches that calibrate the PTQ model")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -64,7 +77,8 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
 
 quant::QConfig TrainOptions::qconfig() const {
   quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
-                    .per_layer = !per_channel, .momentum = qat_momentum, .ste = quant::parse_ste(ste)};
+                    .per_layer = !per_channel, .momentum = qat_momentum, .ste = quant::parse_ste(ste),
+                    .bn_fold = quant::parse_bn_fold(bn_fold)};
   qc.validate();
   return qc;
 }

@@ -31,6 +31,8 @@ struct TrainOptions {
   bool augment = true;
   std::string checkpoint_dir = "runs/train";
   bool resume = false;
+  int64_t checkpoint_every = 0;  // also save last.safetensors every N optimizer steps (0 = epoch ends only)
+  bool detect_anomaly = false;   // nn::DetectAnomaly around every training step
   bool eval_only = false;
   int64_t subset = 0;       // train on the first N samples only (0 = all)
   int64_t test_subset = 0;  // evaluate on the first N test samples only (0 = all)
@@ -47,6 +49,7 @@ struct TrainOptions {
   bool per_channel = false;
   double qat_momentum = 0.95;        // activation observers' moving average
   std::string ste = "pure";          // pure | clipped
+  std::string bn_fold = "batch";     // batch | running (QConvBN in training)
   int64_t calib_batches = 16;        // PTQ calibration batches from the training set
 
   /// The QConfig the quantization flags describe.

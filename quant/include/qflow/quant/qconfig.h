@@ -18,6 +18,11 @@ enum class Formula { Google, Cambricon };
 /// unchanged (OneFlow); clipped zeroes it where the input fell outside the grid (PyTorch,
 /// TensorRT).
 enum class Ste { Pure, Clipped };
+/// How QConvBN folds BatchNorm while training (Note [Folding BN during QAT]): batch folds the
+/// batch statistics into the weight before quantizing it (OneFlow; a second, float conv
+/// computes them), running folds the running statistics and lets a BatchNorm on the
+/// rescaled conv output apply the batch ones (PyTorch's ConvBn2d; one conv, cheaper).
+enum class BnFold { Batch, Running };
 
 struct QConfig {
   int64_t bits = 8;
@@ -29,6 +34,7 @@ struct QConfig {
   /// Activation observers: avg = momentum * avg + (1 - momentum) * current.
   double momentum = 0.95;
   Ste ste = Ste::Pure;
+  BnFold bn_fold = BnFold::Batch;
 
   /// Throws qflow::Error for bits outside 2..16, cambricon with affine, momentum outside [0, 1).
   void validate() const;
@@ -36,7 +42,9 @@ struct QConfig {
   int64_t quant_min() const;
   /// Highest integer of the grid: 2^(bits-1) - 1 (symmetric) or 2^bits - 1 (affine).
   int64_t quant_max() const;
-  /// "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)".
+  /// "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)",
+  /// followed by ", bn_fold=running" when bn_fold is not the default (so the text of every
+  /// QConfig written before bn_fold existed is unchanged).
   std::string to_string() const;
 
   bool operator==(const QConfig&) const = default;
@@ -45,9 +53,11 @@ struct QConfig {
 std::string_view to_string(Scheme s);
 std::string_view to_string(Formula f);
 std::string_view to_string(Ste s);
+std::string_view to_string(BnFold f);
 /// Inverse of to_string ("symmetric", "affine", ...); throws naming the accepted words.
 Scheme parse_scheme(std::string_view text);
 Formula parse_formula(std::string_view text);
 Ste parse_ste(std::string_view text);
+BnFold parse_bn_fold(std::string_view text);
 
 }  // namespace qflow::quant

@@ -6,7 +6,7 @@
 // Parameters keep the float pair's names: weight and bias (the conv's, bias optional) and
 // bn.weight (γ), bn.bias (β), bn.running_mean, bn.running_var, bn.num_batches_tracked, so a
 // float Conv2d+BatchNorm2d state_dict maps onto it key by key (PyTorch's ConvBn2d layout).
-// Training (BN not frozen):
+// Training (BN not frozen), QConfig::bn_fold = batch (the default, OneFlow's formulation):
 //   x_q        = fake_quantize(x) (input_observer)
 //   y          = conv2d(x_q, W, b)                 the float conv, for the batch statistics
 //   mean, var  = batch mean and biased variance of y per channel; running_mean/running_var
@@ -15,8 +15,15 @@
 //   W'         = W · γ/√(var + ε),  b' = β + (b − mean) · γ/√(var + ε)
 //   out        = conv2d(x_q, fake_quantize(W') (weight_observer), b')
 // mean and var stay differentiable, so with fake quantization disabled the output and every
-// gradient equal Conv2d → BatchNorm2d's. Eval (or frozen BN): the same fold with the running
-// statistics and no statistics update — what DConv2d::from_qconvbn bakes in for good.
+// gradient equal Conv2d → BatchNorm2d's.
+// Training with bn_fold = running (PyTorch's ConvBn2d): one conv instead of two, about a third
+// less work per step. With k = γ/√(running_var + ε),
+//   out = batch_norm(conv2d(x_q, fake_quantize(W · k)) / k + b)   (batch statistics, running
+//         statistics updated by bn itself)
+// which, with fake quantization disabled, is again Conv2d → BatchNorm2d up to rounding (W·k/k).
+// The weight being quantized is folded with the running statistics: what deployment uses.
+// Eval (or frozen BN), both modes: the fold with the running statistics and no statistics
+// update — what DConv2d::from_qconvbn bakes in for good.
 // freeze_bn(true) is the late-QAT switch: training keeps going on the running statistics,
 // which stop moving.
 #include "qflow/nn/layers/batchnorm.h"
@@ -57,6 +64,8 @@ class QConvBN : public nn::Cloneable<QConvBN>, public QuantModule {
   std::pair<Tensor, Tensor> fold(const Tensor& mean, const Tensor& invstd) const;
   /// Batch mean and invstd of conv2d(xq, W, b), moving the running statistics.
   std::pair<Tensor, Tensor> batch_stats(const Tensor& xq);
+  /// Training with bn_fold = running: the one-conv formulation above.
+  Tensor forward_running_fold(const Tensor& xq);
 
   nn::Conv2dOptions conv_options_;
   nn::BatchNormOptions bn_options_;
