@@ -80,8 +80,9 @@ std::atomic<uint64_t> g_temp_counter{0};
 // sharing one directory are not supported (their pids mean nothing here).
 // QFLOW_TEST_PAUSE_IN_WRITE_MS is a test hook: it widens the window in which a test can kill
 // a writer half-way through.
-void remove_abandoned_temporaries(const std::filesystem::path& dir, const std::string& base) {
+int64_t remove_abandoned_temporaries(const std::filesystem::path& dir, const std::string& base) {
   const std::string prefix = "." + base + ".";
+  int64_t removed = 0;
   // Best effort with error codes only: the save itself has already succeeded.
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -97,9 +98,10 @@ void remove_abandoned_temporaries(const std::filesystem::path& dir, const std::s
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
       std::error_code ignored;
-      std::filesystem::remove(it->path(), ignored);
+      removed += std::filesystem::remove(it->path(), ignored) ? 1 : 0;
     }
   }
+  return removed;
 }
 
 
@@ -180,3 +182,13 @@ void write_file_atomically(const std::string& path, std::span<const std::span<co
 }
 
 }  // namespace qflow::nn::detail
+
+namespace qflow::nn {
+
+int64_t remove_abandoned_temporaries(const std::string& path) {
+  const std::filesystem::path target(path);
+  return detail::remove_abandoned_temporaries(target.has_parent_path() ? target.parent_path() : ".",
+                                              target.filename().string());
+}
+
+}  // namespace qflow::nn

@@ -146,12 +146,18 @@ TEST_F(CheckpointCrashTest, WriterKilledMidWriteLeavesTheOldFileAndTheNextSaveRe
   EXPECT_EQ(to_vector<float>(load(p).at("w")), std::vector<float>(1000, 1.0f));
   EXPECT_EQ(entries(), (std::set<std::string>{"m.safetensors", temp}));
 
-  // Temporaries of live processes (this one, its parent) and other names are left alone.
+  // A program resuming in this directory removes it at start-up.
+  EXPECT_EQ(remove_abandoned_temporaries(p), 1);
+  EXPECT_EQ(entries(), (std::set<std::string>{"m.safetensors"}));
+
+  // A successful save removes those of dead writers too; temporaries of live processes (this
+  // one, its parent) and other names are left alone.
+  const std::string dead = fmt::format(".m.safetensors.{}.3.tmp", dead_pid());
   const std::string own = fmt::format(".m.safetensors.{}.999.tmp", ::getpid());
   const std::string parent = fmt::format(".m.safetensors.{}.0.tmp", ::getppid());
   const std::string other = fmt::format(".n.safetensors.{}.0.tmp", dead_pid());
   const std::string odd = ".m.safetensors.backup.tmp";
-  for (const std::string& name : {own, parent, other, odd}) std::ofstream(path(name)) << "x";
+  for (const std::string& name : {dead, own, parent, other, odd}) std::ofstream(path(name)) << "x";
   save(new_state, p);
   EXPECT_EQ(to_vector<float>(load(p).at("w")), std::vector<float>(1000, 2.0f));
   EXPECT_EQ(entries(), (std::set<std::string>{"m.safetensors", own, parent, other, odd}));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "../common/curve_plot.h"
+#include "qflow/core/error.h"
 
 namespace qflow::tools {
 
@@ -37,6 +38,24 @@ nlohmann::json to_json(const EpochRecord& r) {
           {"test_acc", r.test_acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s}, {"seconds", r.seconds}};
 }
 
+// A hidden temporary next to `path`, renamed over it once complete: a run killed while
+// writing leaves the previous file whole (one qflow-train per directory, so the name is fixed).
+std::string temporary_for(const std::string& path) {
+  const std::filesystem::path p(path);
+  // fmt rather than operator+: GCC 12 warns falsely (-Wrestrict) about the concatenation.
+  return (p.parent_path() / fmt::format(".{}.tmp", p.filename().string())).string();
+}
+
+void replace_file(const std::string& path, const std::string& text) {
+  const std::string temp = temporary_for(path);
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << text;
+    QFLOW_CHECK(out.flush().good(), "qflow-train: writing '{}' failed", temp);
+  }
+  std::filesystem::rename(temp, path);
+}
+
 std::string to_csv(const EpochRecord& r) {
   return fmt::format("{},{:.6f},{:.4f},{:.6f},{:.4f},{:.8g},{:.1f},{:.2f}", r.epoch, r.train_loss, r.train_acc, r.test_loss,
                      r.test_acc, r.lr, r.images_per_s, r.seconds);
@@ -46,21 +65,25 @@ std::string to_csv(const EpochRecord& r) {
 RunLog::RunLog(std::string dir, bool resume, int64_t epochs_done) : dir_(std::move(dir)) {
   std::filesystem::create_directories(dir_);
   if (resume) records_ = read_csv(dir_ + "/log.csv", epochs_done);
+  std::filesystem::remove(temporary_for(dir_ + "/curves.png"));  // left by a run killed while plotting
   // Rewrite both files from the kept records: epochs after the checkpoint are dropped, so
   // the logs always describe the run the weights came from.
-  std::ofstream csv(dir_ + "/log.csv", std::ios::trunc);
-  std::ofstream jsonl(dir_ + "/log.jsonl", std::ios::trunc);
-  csv << kHeader << "\n";
-  for (const auto& r : records_) {
-    csv << to_csv(r) << "\n";
-    jsonl << to_json(r).dump() << "\n";
-  }
+  write();
 }
 
 void RunLog::append(const EpochRecord& r) {
   records_.push_back(r);
-  std::ofstream(dir_ + "/log.csv", std::ios::app) << to_csv(r) << "\n";
-  std::ofstream(dir_ + "/log.jsonl", std::ios::app) << to_json(r).dump() << "\n";
+  write();
+}
+
+void RunLog::write() const {
+  std::string csv = std::string(kHeader) + "\n", jsonl;
+  for (const auto& r : records_) {
+    csv += to_csv(r) + "\n";
+    jsonl += to_json(r).dump() + "\n";
+  }
+  replace_file(dir_ + "/log.csv", csv);
+  replace_file(dir_ + "/log.jsonl", jsonl);
 }
 
 void RunLog::plot() const {
@@ -72,7 +95,9 @@ void RunLog::plot() const {
     train_acc.values.push_back(r.train_acc);
     test_acc.values.push_back(r.test_acc);
   }
-  write_curves_png(dir_ + "/curves.png", {{train_loss, test_loss}, {train_acc, test_acc}});
+  const std::string png = dir_ + "/curves.png";
+  write_curves_png(temporary_for(png), {{train_loss, test_loss}, {train_acc, test_acc}});
+  std::filesystem::rename(temporary_for(png), png);
 }
 
 }  // namespace qflow::tools

@@ -1,6 +1,7 @@
 #pragma once
-// The per-epoch record of a run: appended to log.csv and log.jsonl (so a resumed run extends
-// the same files) and drawn into curves.png.
+// The per-epoch record of a run: kept in log.csv and log.jsonl (so a resumed run extends
+// the same files) and drawn into curves.png. Every file is replaced whole through a temporary
+// and rename, so a run killed at any moment leaves complete files.
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ class RunLog {
   void plot() const;
 
  private:
+  void write() const;  // log.csv and log.jsonl from records_
+
   std::string dir_;
   std::vector<EpochRecord> records_;
 };

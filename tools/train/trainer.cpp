@@ -1,9 +1,12 @@
 #include "trainer.h"
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "../common/progress_bar.h"
+#include "qflow/nn/anomaly.h"
 #include "qflow/nn/checkpoint.h"
 #include "quant_report.h"
 
@@ -21,6 +24,35 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
 }
 
 std::string file_in(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
+
+// Note [Non-finite training]
+// A NaN/Inf loss turns every weight into NaN at the optimizer step, and a run that goes on
+// trains garbage and saves it over its good checkpoints. qflow-train stops instead: before
+// the step when the loss is not finite, and after it when the step made a weight non-finite
+// (gradients or the update overflowed while the loss was still finite). Nothing non-finite is
+// ever saved, and the message names the step and points to --detect-anomaly, which finds the
+// module and op. Checking the weights costs one pass over the parameters per step.
+std::string saved_state(const std::string& dir) {
+  const std::string last = file_in(dir, "last.safetensors");
+  return std::filesystem::exists(last) ? last + " holds the last saved state" : "no checkpoint was saved before";
+}
+
+constexpr const char* kRerun = "Rerun with --detect-anomaly to find the module and op where the first NaN/Inf appears";
+
+void check_finite_loss(double loss, const std::string& dir) {
+  if (std::isfinite(loss)) return;
+  QFLOW_FAIL("the training loss is {}; stopped before the optimizer step, so no weight was updated with it ({}). {}",
+             std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", saved_state(dir), kRerun);
+}
+
+void check_finite_weights(const nn::Module& model, double loss, const std::string& dir) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::string bad = autograd::describe_non_finite(p);
+    if (bad.empty()) continue;
+    QFLOW_FAIL("the optimizer step made parameter '{}' non-finite ({}) while the loss was finite ({:.6g}): the gradients "
+               "or the update overflowed; stopped without saving it ({}). {}", name, bad, loss, saved_state(dir), kRerun);
+  }
+}
 
 }  // namespace
 
@@ -92,6 +124,15 @@ int Trainer::evaluate_only() {
 }
 
 void Trainer::save_last(int64_t epoch, int64_t step) const {
+  try {
+    save_last_unchecked(epoch, step);
+  } catch (const Error& e) {
+    // nn's message names the file, the bytes and the system's reason; say which state it was.
+    QFLOW_FAIL("could not save the training state after step {}: {}", epoch * train_loader_->size() + step, e.message());
+  }
+}
+
+void Trainer::save_last_unchecked(int64_t epoch, int64_t step) const {
   nn::save_training_checkpoint(file_in(o_.checkpoint_dir, "last.safetensors"), *model_, *optimizer_, scheduler_.get(),
                                {.epoch = epoch, .step = step},
                                {{"model", o_.model}, {"dataset", o_.dataset}, {"quant", quant_tag()},
@@ -104,7 +145,11 @@ void Trainer::save_last(int64_t epoch, int64_t step) const {
 bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
   model_->train();
   train_loader_->set_epoch(static_cast<uint64_t>(epoch));
-  ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, o_.epochs), train_loader_->size());
+  const int64_t batches = train_loader_->size();
+  ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, o_.epochs), batches);
+  // Only around training: evaluation records no gradients and cannot change the weights.
+  std::unique_ptr<nn::DetectAnomaly> anomaly;
+  if (o_.detect_anomaly) anomaly = std::make_unique<nn::DetectAnomaly>(*model_);
   int64_t step = 0;
   auto fields = [&] {
     return seen_ == 0 ? std::string("loss -     acc -    ")
@@ -117,16 +162,28 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
       bar.update(1, 0, fields());
       continue;
     }
-    const Tensor logits = (*model_)(b.images);
-    const Tensor loss = cross_entropy(logits, b.labels);
-    optimizer_->zero_grad();
-    loss.backward();
-    optimizer_->step();
-    loss_sum_ += loss.item<double>() * static_cast<double>(b.size());
+    const int64_t global_step = epoch * batches + step + 1;  // 1-based, counts optimizer steps
+    Tensor logits;
+    double loss_value = 0;
+    try {
+      logits = (*model_)(b.images);
+      const Tensor loss = cross_entropy(logits, b.labels);
+      loss_value = loss.item<double>();
+      check_finite_loss(loss_value, o_.checkpoint_dir);
+      optimizer_->zero_grad();
+      loss.backward();
+      optimizer_->step();
+      check_finite_weights(*model_, loss_value, o_.checkpoint_dir);
+    } catch (const Error& e) {
+      bar.finish(fields());
+      QFLOW_FAIL("step {} (epoch {}, batch {} of {}): {}", global_step, epoch + 1, step + 1, batches, e.message());
+    }
+    loss_sum_ += loss_value * static_cast<double>(b.size());
     correct_ += count_correct(logits.detach(), b.labels);
     seen_ += b.size();
     ++step;
     bar.update(1, b.size(), fields());
+    if (o_.checkpoint_every > 0 && global_step % o_.checkpoint_every == 0) save_last(epoch, step);
     if (stop_requested().load()) {
       save_last(epoch, step);
       bar.finish(fields());
@@ -143,6 +200,9 @@ int Trainer::run() {
   build();
   if (o_.eval_only) return evaluate_only();
   std::filesystem::create_directories(o_.checkpoint_dir);
+  // Saves that a killed earlier run left unfinished (Note [Interrupted writes]).
+  for (const char* name : {"last.safetensors", "best.safetensors", "deploy.safetensors"})
+    nn::remove_abandoned_temporaries(file_in(o_.checkpoint_dir, name));
   int64_t start_epoch = 0, start_step = 0;
   if (o_.resume) {
     const std::string last = file_in(o_.checkpoint_dir, "last.safetensors");
@@ -161,6 +221,7 @@ int Trainer::run() {
     correct_ = std::stoll(meta.at("epoch_correct"));
     seen_ = std::stoll(meta.at("epoch_seen"));
     fmt::print("qflow-train: resuming at epoch {} batch {}\n", start_epoch + 1, start_step);
+    std::fflush(stdout);  // visible at once in a log file, even if this run is killed soon
   }
   RunLog log(o_.checkpoint_dir, o_.resume, start_epoch);
   std::optional<EvalResult> last_test;
@@ -179,11 +240,17 @@ int Trainer::run() {
     const bool best = test.accuracy > best_acc_;
     if (best) {
       best_acc_ = test.accuracy;
-      nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"));
+      try {
+        nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"));
+      } catch (const Error& e) {
+        QFLOW_FAIL("could not save the best weights after epoch {}: {}", epoch + 1, e.message());
+      }
     }
-    save_last(epoch + 1, 0);
+    // The logs first, the checkpoint last: a run killed in between resumes from the previous
+    // checkpoint and RunLog drops the records after it, so logs and weights always agree.
     log.append(rec);
     log.plot();
+    save_last(epoch + 1, 0);
     fmt::print("epoch {}/{}: train loss {:.4f} acc {:.2f}% | test loss {:.4f} acc {:.2f}%{} | lr {:.4g} | {:.0f} img/s\n",
                epoch + 1, o_.epochs, rec.train_loss, rec.train_acc, rec.test_loss, rec.test_acc, best ? " (best)" : "", lr,
                rec.images_per_s);

@@ -42,7 +42,10 @@ class Trainer {
   int evaluate_only();
   /// Trains epoch `epoch` from batch `skip`; returns false when stopped by Ctrl-C.
   bool train_epoch(int64_t epoch, int64_t skip);
+  /// Saves last.safetensors; a failure (full disk) throws naming the step, the file, the
+  /// bytes and the reason, and leaves the previous file intact.
   void save_last(int64_t epoch, int64_t step) const;
+  void save_last_unchecked(int64_t epoch, int64_t step) const;
 
   TrainOptions o_;
   DataSetup data_;

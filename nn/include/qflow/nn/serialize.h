@@ -37,6 +37,11 @@ using CheckpointMetadata = std::map<std::string, std::string>;
 /// and not "__metadata__"; metadata is written only when non-empty.
 void save(const StateDict& tensors, const std::string& path, const CheckpointMetadata& metadata = {});
 
+/// Removes the temporary files that processes killed while saving `path` left behind (those
+/// whose writer no longer runs). save() does this after every success; a program that resumes
+/// from a directory calls it at start-up. Returns how many files were removed.
+int64_t remove_abandoned_temporaries(const std::string& path);
+
 /// Reads a safetensors file; keys come back sorted (as Python's load_file gives them).
 /// `metadata`, when given, receives the "__metadata__" entries.
 StateDict load(const std::string& path, CheckpointMetadata* metadata = nullptr);
