@@ -37,11 +37,15 @@ Tensor read_idx(const std::string& path, int expected_dims) {
   in->read_exact(raw_dims, static_cast<size_t>(4 * ndim), "IDX dims");
   std::vector<int64_t> dims;
   uint64_t total = 1;
+  // The product of the non-zero dims bounds the strides: a zero dim makes the tensor empty,
+  // but [0, 2^31, 2^31, 2^31] would still overflow its strides.
+  uint64_t extent = 1;
   for (int d = 0; d < ndim; ++d) {
     dims.push_back(big_endian32(raw_dims + 4 * d));
     total *= static_cast<uint64_t>(dims.back());  // < 2^32 per factor, checked every step
-    QFLOW_CHECK(total <= kMaxIdxBytes, "{}: absurd IDX dims {}: refusing to allocate more than {} bytes", path, dims,
-                kMaxIdxBytes);
+    extent *= std::max<uint64_t>(static_cast<uint64_t>(dims.back()), 1);
+    QFLOW_CHECK(total <= kMaxIdxBytes && extent <= kMaxIdxBytes,
+                "{}: absurd IDX dims {}: refusing to allocate more than {} bytes", path, dims, kMaxIdxBytes);
   }
   const uint64_t header = 4 + 4 * static_cast<uint64_t>(ndim);
   if (const auto size = in->size()) {

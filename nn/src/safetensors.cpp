@@ -170,13 +170,19 @@ TensorEntry parse_entry(const std::string& name, const Json& j, uint64_t data_si
   check(j.contains("shape") && j["shape"].is_array(), "missing or non-array \"shape\"");
   TensorEntry e{name, code, {}, 0, 0};
   uint64_t numel = 1;
+  // The product of the non-zero dims (the contiguous strides) must fit int64 too: a zero dim
+  // makes [0, 2^40, 2^40] empty, but its strides would overflow.
+  uint64_t extent = 1;
   bool overflow = false;
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   for (const Json& d : j["shape"]) {
     check(d.is_number_unsigned(), "shape entries must be non-negative integers");
     const uint64_t v = d.get<uint64_t>();
-    check(v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), "a shape entry is too large");
+    check(v <= kMax, "a shape entry is too large");
     if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v) overflow = true;
     numel *= v;
+    if (v != 0 && extent > kMax / v) overflow = true;
+    extent *= std::max<uint64_t>(v, 1);
     e.shape.push_back(static_cast<int64_t>(v));
   }
   const uint64_t item = element_size(code->dtype);

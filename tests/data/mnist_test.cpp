@@ -106,6 +106,13 @@ TEST_F(MnistTest, AbsurdDimsAreRefusedBeforeAllocating) {
   write_bytes(path("a.idx.gz"), gzip(idx_file(3, {4000000000u, 28, 28}, {})));
   EXPECT_EQ(error_of([&] { read_idx(path("a.idx.gz"), 3); }),
             path("a.idx.gz") + ": absurd IDX dims [4000000000, 28]: refusing to allocate more than 4294967296 bytes");
+  // Empty (a zero dim), but the other dims would overflow the tensor's strides.
+  write_bytes(path("z.idx"), idx_file(3, {0, 3000000000u, 3000000000u}, {}));
+  EXPECT_EQ(error_of([&] { read_idx(path("z.idx")); }),
+            path("z.idx") + ": absurd IDX dims [0, 3000000000, 3000000000]: refusing to allocate more than 4294967296 "
+                            "bytes");
+  write_bytes(path("e.idx"), idx_file(2, {0, 3000000000u}, {}));
+  EXPECT_EQ(read_idx(path("e.idx")).sizes(), (std::vector<int64_t>{0, 3000000000}));
 }
 
 TEST_F(MnistTest, CountMismatchAndLabelOutOfRangeAreReported) {

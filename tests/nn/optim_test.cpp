@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "qflow/nn/optim/adam.h"
 #include "qflow/nn/optim/lr_scheduler.h"
 #include "qflow/nn/optim/sgd.h"
@@ -111,6 +113,77 @@ TEST(OptimizerStateTest, MismatchedStateIsRefusedAndLeavesOptimizerUnchanged) {
     EXPECT_THAT(e.message(), HasSubstr("optimizer.load_state_dict: missing or malformed entry 'param_groups.0.momentum'"));
   }
   EXPECT_EQ(opt.lr(0), 0.1);
+}
+
+// Found by fuzz/fuzz_checkpoint.cpp: before these checks, a renamed buffer loaded and the next
+// step() failed on an undefined tensor; a malformed index threw std::invalid_argument.
+TEST(OptimizerStateTest, BuffersStepWouldNotFindAreRefused) {
+  Problem pr;
+  Adam source(std::vector<Tensor>{pr.p, pr.q}, AdamOptions{.lr = 0.1});
+  pr.set_grads();
+  source.step();
+  const NamedTensors good = source.state_dict();
+  auto error_with = [&](const std::string& key, const Tensor& value, bool drop = false) {
+    NamedTensors state;
+    for (const auto& [k, v] : good)
+      if (k != key) state.emplace_back(k, v);
+    if (!drop) state.emplace_back(key, value);
+    Adam target(std::vector<Tensor>{pr.p, pr.q}, AdamOptions{.lr = 0.7});
+    try {
+      target.load_state_dict(state);
+    } catch (const Error& e) {
+      EXPECT_EQ(target.lr(0), 0.7);  // unchanged
+      return e.message();
+    }
+    return std::string();
+  };
+  const Tensor p_like = zeros({4}, DType::Float64);
+  EXPECT_EQ(error_with("state.1.expWavg", p_like),
+            "optimizer.load_state_dict: unknown entry 'state.1.expWavg' (this optimizer keeps exp_avg, exp_avg_sq, step)");
+  EXPECT_EQ(error_with("state.x.exp_avg", p_like),
+            "optimizer.load_state_dict: malformed key 'state.x.exp_avg' (expected state.<parameter number>.<buffer>)");
+  EXPECT_EQ(error_with("state.99999999999999999999.exp_avg", p_like),
+            "optimizer.load_state_dict: malformed key 'state.99999999999999999999.exp_avg' (expected state.<parameter "
+            "number>.<buffer>)");
+  EXPECT_EQ(error_with("state.0.exp_avg", zeros({1}, DType::Float64)),
+            "optimizer.load_state_dict: 'state.0.exp_avg' has dtype float64 and shape [1] but parameter 0 has dtype "
+            "float64 and shape [4]");
+  EXPECT_EQ(error_with("state.0.exp_avg", zeros({4}, DType::Float32)),
+            "optimizer.load_state_dict: 'state.0.exp_avg' has dtype float32 and shape [4] but parameter 0 has dtype "
+            "float64 and shape [4]");
+  EXPECT_EQ(error_with("state.0.step", scalar_tensor(int64_t{1}, DType::Int64)),
+            "optimizer.load_state_dict: 'state.0.step' must be one float64, got dtype int64 and shape []");
+  EXPECT_EQ(error_with("state.1.exp_avg_sq", Tensor(), /*drop=*/true),
+            "optimizer.load_state_dict: the state of parameter 1 has 2 of its 3 buffers (exp_avg, exp_avg_sq, step); it "
+            "needs all or none");
+  for (const auto& [k, v] : good) {
+    if (k == "state.0.exp_avg") {
+      EXPECT_EQ(error_with(k, v), "");  // the valid dict still loads
+    }
+  }
+}
+
+TEST(LRSchedulerTest, DamagedStepCountIsRefused) {
+  Problem pr;
+  SGD opt(std::vector<Tensor>{pr.p}, SGDOptions{.lr = 0.1});
+  StepLR sched(opt, 1, 0.5);
+  auto error_with = [&](const Tensor& last_step) {
+    try {
+      sched.load_state_dict({{"last_step", last_step}, {"base_lr.0", scalar_tensor(0.1, DType::Float64)}});
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_with(scalar_tensor(2.5, DType::Float64)),
+            "lr_scheduler.load_state_dict: 'last_step' must be int64, got float64");
+  EXPECT_EQ(error_with(scalar_tensor(std::numeric_limits<int64_t>::max(), DType::Int64)),
+            "lr_scheduler.load_state_dict: 'last_step' is 9223372036854775807");
+  EXPECT_EQ(error_with(scalar_tensor(int64_t{-1}, DType::Int64)), "lr_scheduler.load_state_dict: 'last_step' is -1");
+  EXPECT_EQ(sched.last_step(), 0);
+  EXPECT_EQ(error_with(scalar_tensor(int64_t{2}, DType::Int64)), "");
+  EXPECT_EQ(sched.last_step(), 2);
+  EXPECT_DOUBLE_EQ(opt.lr(0), 0.025);
 }
 
 TEST(OptimizerTest, ParameterInTwoGroupsIsRefused) {

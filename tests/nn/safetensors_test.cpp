@@ -226,6 +226,14 @@ TEST_F(SafetensorsTest, TensorEntriesAreValidated) {
   EXPECT_EQ(load_error(file_with(entry(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})"),
                                  f32_bytes({1}))),
             "load: 'bad.safetensors': tensor 't': the shape's byte size overflows");
+  // Empty, but its strides (the product of the non-zero dims) would overflow int64.
+  EXPECT_EQ(load_error(file_with(entry(R"({"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]})"))),
+            "load: 'bad.safetensors': tensor 't': the shape's byte size overflows");
+  EXPECT_EQ(from_safetensors_bytes(file_with(entry(R"({"dtype":"F32","shape":[0,4294967296],"data_offsets":[0,0]})")),
+                                   "ok")
+                .at("t")
+                .sizes(),
+            (std::vector<int64_t>{0, 4294967296}));
   EXPECT_EQ(load_error(file_with(entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})"), f32_bytes({1}))),
             "load: 'bad.safetensors': tensor 't': \"data_offsets\" must be two non-negative integers");
   EXPECT_EQ(load_error(file_with(entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), f32_bytes({1}))),

@@ -40,7 +40,12 @@ void LRScheduler::load_state_dict(const NamedTensors& state) {
       if (k == key && v.numel() == 1) return v;
     QFLOW_FAIL("lr_scheduler.load_state_dict: missing or malformed entry '{}'", key);
   };
-  const int64_t step = get("last_step").item<int64_t>();
+  const Tensor last = get("last_step");
+  QFLOW_CHECK(last.dtype() == DType::Int64, "lr_scheduler.load_state_dict: 'last_step' must be int64, got {}",
+              last.dtype());
+  const int64_t step = last.item<int64_t>();
+  // step() counts on from here; a count near the int64 limit is a damaged file, not a schedule.
+  QFLOW_CHECK(step >= 0 && step < (int64_t{1} << 62), "lr_scheduler.load_state_dict: 'last_step' is {}", step);
   std::vector<double> bases;
   for (size_t g = 0; g < base_lrs_.size(); ++g) bases.push_back(get(fmt::format("base_lr.{}", g)).item<double>());
   step_ = step;

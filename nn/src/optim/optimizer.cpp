@@ -1,5 +1,7 @@
 #include "qflow/nn/optim/optimizer.h"
 
+#include <algorithm>
+
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/core/factory.h"
 #include "qflow/nn/optim/adam.h"
@@ -30,6 +32,14 @@ const Tensor* find(const NamedTensors& state, const std::string& key) {
   for (const auto& [k, v] : state)
     if (k == key) return &v;
   return nullptr;
+}
+
+// The parameter number of "state.<index>.<name>": decimal digits only, no overflow.
+size_t parameter_index(const std::string& key, size_t dot) {
+  const std::string digits = key.substr(6, dot - 6);
+  QFLOW_CHECK(!digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos,
+              "optimizer.load_state_dict: malformed key '{}' (expected state.<parameter number>.<buffer>)", key);
+  return std::stoul(digits);
 }
 }  // namespace
 
@@ -76,19 +86,37 @@ void OptimizerImpl<Options>::load_state_dict(const NamedTensors& state) {
   }
   std::vector<Tensor> params;
   for (const Group& g : groups_) params.insert(params.end(), g.params.begin(), g.params.end());
+  const std::vector<BufferSpec> specs = buffer_specs();
+  std::string names;
+  for (const BufferSpec& b : specs) names += (names.empty() ? "" : ", ") + std::string(b.name);
   std::map<size_t, std::map<std::string, Tensor>> new_state;
   for (const auto& [key, t] : state) {
     if (key.rfind("state.", 0) != 0) continue;
     const size_t dot = key.find('.', 6);
     QFLOW_CHECK(dot != std::string::npos, "optimizer.load_state_dict: malformed key '{}'", key);
-    const size_t index = std::stoul(key.substr(6, dot - 6));
+    const size_t index = parameter_index(key, dot);
     QFLOW_CHECK(index < params.size(), "optimizer.load_state_dict: '{}' refers to parameter {} but the optimizer has {}", key,
                 index, params.size());
     const std::string name = key.substr(dot + 1);
-    QFLOW_CHECK(t.numel() == 1 || t.sizes() == params[index].sizes(),
-                "optimizer.load_state_dict: '{}' has shape {} but parameter {} has shape {}", key, t.sizes(), index,
-                params[index].sizes());
-    new_state[index][name] = t.clone();
+    const auto spec = std::find_if(specs.begin(), specs.end(), [&](const BufferSpec& b) { return name == b.name; });
+    QFLOW_CHECK(spec != specs.end(), "optimizer.load_state_dict: unknown entry '{}' (this optimizer keeps {})", key, names);
+    const Tensor& p = params[index];
+    if (spec->scalar) {
+      QFLOW_CHECK(t.numel() == 1 && t.dtype() == DType::Float64,
+                  "optimizer.load_state_dict: '{}' must be one float64, got dtype {} and shape {}", key, t.dtype(),
+                  t.sizes());
+    } else {
+      QFLOW_CHECK(t.sizes() == p.sizes() && t.dtype() == p.dtype(),
+                  "optimizer.load_state_dict: '{}' has dtype {} and shape {} but parameter {} has dtype {} and shape {}",
+                  key, t.dtype(), t.sizes(), index, p.dtype(), p.sizes());
+    }
+    new_state[index][name] = t.contiguous().clone();
+  }
+  for (const auto& [index, buffers] : new_state) {
+    QFLOW_CHECK(buffers.size() == specs.size(),
+                "optimizer.load_state_dict: the state of parameter {} has {} of its {} buffers ({}); it needs all or "
+                "none",
+                index, buffers.size(), specs.size(), names);
   }
   for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
   state_ = std::move(new_state);

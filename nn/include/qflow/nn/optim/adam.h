@@ -20,6 +20,9 @@ class Adam : public detail::OptimizerImpl<AdamOptions> {
   void step() override;
 
  protected:
+  std::vector<BufferSpec> buffer_specs() const override {
+    return {{"exp_avg", false}, {"exp_avg_sq", false}, {"step", true}};
+  }
   bool decoupled_weight_decay_ = false;
 };
 

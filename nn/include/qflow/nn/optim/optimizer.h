@@ -58,6 +58,16 @@ class OptimizerImpl : public Optimizer {
   void load_state_dict(const NamedTensors& state) override;
 
  protected:
+  /// One per-parameter buffer step() keeps: a float64 scalar (a step count) or a tensor of the
+  /// parameter's shape and dtype.
+  struct BufferSpec {
+    const char* name;
+    bool scalar;
+  };
+  /// The buffers step() keeps for a parameter: load_state_dict accepts each parameter's state
+  /// only as all of these or none (a buffer step() would not find must never get through).
+  virtual std::vector<BufferSpec> buffer_specs() const = 0;
+
   void add_group(std::vector<Tensor> params, Options options);
   /// Buffers of parameter number `index` (created empty on first use).
   std::map<std::string, Tensor>& state(size_t index) { return state_[index]; }

@@ -19,6 +19,9 @@ class SGD final : public detail::OptimizerImpl<SGDOptions> {
   /// Several groups; each group's options replace the defaults for its parameters.
   explicit SGD(std::vector<Group> groups);
   void step() override;
+
+ protected:
+  std::vector<BufferSpec> buffer_specs() const override { return {{"momentum_buffer", false}}; }
 };
 
 }  // namespace qflow::nn::optim
