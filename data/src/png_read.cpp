@@ -129,6 +129,12 @@ Tensor decode_png(std::span<const uint8_t> bytes, const std::string& name, PngCh
   ctx.info = png_create_info_struct(ctx.png);
   QFLOW_CHECK(ctx.info != nullptr, "{}: cannot create a libpng info struct", name);
   png_set_read_fn(ctx.png, &ctx, read_data);
+  // Ancillary chunks qflow never uses (text, ICC profiles, EXIF, ...) are skipped unread:
+  // libpng allocates a buffer of a chunk's declared length before reading the chunk, so a
+  // 70-byte file declaring a 1.4 GB zTXt chunk made it allocate 1.4 GB (found by fuzzing).
+  // tRNS, PLTE and the fixed-size colour chunks (gAMA, cHRM, sRGB) are still read.
+  static constexpr png_byte kIgnored[] = "bKGD\0eXIf\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0sBIT\0sCAL\0sPLT\0tEXt\0tIME\0zTXt";
+  png_set_keep_unknown_chunks(ctx.png, PNG_HANDLE_CHUNK_NEVER, kIgnored, static_cast<int>(sizeof(kIgnored) / 5));
 
   Header h;
   QFLOW_CHECK(read_header(ctx, channels, h), "{}", failure(ctx, name));

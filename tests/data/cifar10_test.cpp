@@ -174,6 +174,33 @@ TEST_F(Cifar10Test, TruncatedArchiveIsReported) {
               HasSubstr(path("a.tar.gz") + ": truncated gzip stream"));
 }
 
+TEST_F(Cifar10Test, MemberClaimingAbsurdSizeIsRefusedBeforeAllocating) {
+  // test_batch.bin's header claims 2^27 records (412 GB, GNU base-256 size); one record follows.
+  Bytes tar = tar_header("test_batch.bin", 0, '0');
+  const uint64_t claimed = uint64_t{3073} << 27;
+  std::memset(tar.data() + 124, 0, 12);
+  tar[124] = 0x80;
+  for (int i = 0; i < 8; ++i) tar[135 - static_cast<size_t>(i)] = static_cast<uint8_t>(claimed >> (8 * i));
+  std::memset(tar.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (uint8_t b : tar) sum += b;
+  const std::string chk = fmt::format("{:06o}", sum);
+  std::memcpy(tar.data() + 148, chk.data(), 6);
+  tar[154] = 0;
+  const Bytes record = cifar_batch(1);
+  tar.insert(tar.end(), record.begin(), record.end());
+  write_bytes(path("big.tar"), tar);
+  EXPECT_EQ(error_of([&] { CIFAR10(path("big.tar"), false); }),
+            path("big.tar") + ":test_batch.bin: oversized: 412451078144 bytes would be 134217728 records, more than the "
+                              "1000000 a CIFAR-10 batch file may hold");
+  // A claim within bounds that the data does not back ends as "truncated".
+  Bytes small = tar_header("test_batch.bin", 3073 * 999, '0');
+  small.insert(small.end(), record.begin(), record.end());
+  write_bytes(path("cut.tar"), small);
+  EXPECT_THAT(error_of([&] { CIFAR10(path("cut.tar"), false); }),
+              HasSubstr(path("cut.tar") + ":test_batch.bin: truncated archive: the member ends at archive offset 3585"));
+}
+
 TEST_F(Cifar10Test, BadTarHeaderInArchiveIsReported) {
   Bytes tar = make_tar(members("d/", false));
   tar[512 + 3 * 3073 + 512 - 3 * 3073 % 512 + 10] ^= 0x11;  // second header (after 3-record batch 1)
