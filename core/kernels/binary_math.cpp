@@ -27,13 +27,15 @@ T int_pow(T x, int64_t e) {
         if (x == T(-1)) return (e % 2 == 0) ? T(1) : T(-1);
       return T(0);
     }
-    T result = 1;
-    T base = x;
+    // Powers wrap around like PyTorch's; multiplying in uint64_t keeps the low bits without
+    // signed overflow, which is undefined behaviour (UBSan, tools/run-tests --sanitize).
+    uint64_t result = 1;
+    uint64_t base = static_cast<uint64_t>(x);
     for (auto n = static_cast<uint64_t>(e); n != 0; n >>= 1) {
-      if (n & 1u) result = static_cast<T>(result * base);
-      base = static_cast<T>(base * base);
+      if (n & 1u) result *= base;
+      base *= base;
     }
-    return result;
+    return static_cast<T>(result);
   }
 }
 
@@ -99,7 +101,7 @@ Stack pow_scalar_kernel(Stack& a) {
       float_pow_scalar<T>(y, x, e.to_double());
     } else {
       const int64_t ev = e.to_int();
-      if (ev == 2) unary_loop<T, T>(y, x, [](T v) { return static_cast<T>(v * v); });
+      if (ev == 2) unary_loop<T, T>(y, x, [](T v) { return static_cast<T>(static_cast<uint64_t>(v) * static_cast<uint64_t>(v)); });
       else unary_loop<T, T>(y, x, [ev](T v) { return int_pow(v, ev); });
     }
   });

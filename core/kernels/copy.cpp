@@ -71,7 +71,17 @@ Stack fill__kernel(Stack& a) {
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T value = v.to<T>();
-    unary_loop<T, T>(self, self, [value](T) { return value; });
+    // Write-only: the destination is often fresh memory (full, zeros), and loading an
+    // uninitialised byte as a bool is undefined behaviour (UBSan, tools/run-tests --sanitize).
+    LoopPlan<1> plan = make_loop_plan<1>(self.sizes(), {self.strides()});
+    for_each_row<T>(plan, {self.data_ptr<T>()}, [value](std::tuple<T*> p, const std::array<int64_t, 1>& s, int64_t n) {
+      T* o = std::get<0>(p);
+      if (s[0] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] = value;
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = value;
+      }
+    });
   });
   self.impl()->storage()->bump_version();
   return out(self);
