@@ -28,7 +28,7 @@ const Case kCases[] = {
     {"png", "ztxt-declares-1.4GB", ": invalid PNG: libpng: unexpected end of file (truncated PNG)"},
 };
 
-class FuzzRegressionsTest : public TempDirTest {
+class DataFuzzRegressionsTest : public TempDirTest {
  protected:
   // Runs the reader of `target` on `path` the way the fuzz target does.
   void read(const std::string& target, const std::string& path) {
@@ -59,7 +59,7 @@ class FuzzRegressionsTest : public TempDirTest {
   }
 };
 
-TEST_F(FuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
+TEST_F(DataFuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
   for (const Case& c : kCases) {
     const std::string path = (kRegressions / c.target / c.file).string();
     ASSERT_TRUE(fs::exists(path)) << path;
@@ -67,7 +67,7 @@ TEST_F(FuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
   }
 }
 
-TEST_F(FuzzRegressionsTest, EveryFileIsListed) {
+TEST_F(DataFuzzRegressionsTest, EveryFileIsListed) {
   for (const auto& target : fs::directory_iterator(kRegressions))
     for (const auto& file : fs::directory_iterator(target.path())) {
       const std::string t = target.path().filename().string(), f = file.path().filename().string();

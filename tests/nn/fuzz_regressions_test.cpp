@@ -46,7 +46,7 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-TEST(FuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
+TEST(NnFuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
   for (const Case& c : kCases) {
     const std::string path = (kRegressions / c.target / c.file).string();
     ASSERT_TRUE(fs::exists(path)) << path;
@@ -65,7 +65,7 @@ TEST(FuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
   }
 }
 
-TEST(FuzzRegressionsTest, EveryFileIsListed) {
+TEST(NnFuzzRegressionsTest, EveryFileIsListed) {
   for (const auto& target : fs::directory_iterator(kRegressions))
     for (const auto& file : fs::directory_iterator(target.path())) {
       const std::string t = target.path().filename().string(), f = file.path().filename().string();
