@@ -113,6 +113,12 @@ TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdenticall
   EXPECT_GE(batch, 1);  // saved after a batch, never before the first
   EXPECT_LE(batch, 6);
   EXPECT_THAT(resumed, ::testing::HasSubstr(fmt::format("stopping after epoch {}", epoch)));
+  // The resumed epoch's progress starts at the batch it resumed from, timed from the resume:
+  // no lines for batches an earlier run trained, no 0 img/s from counting them.
+  const std::regex progress("epoch \\d+/\\d+ +(\\d+)/\\d+ \\[");
+  for (auto it = std::sregex_iterator(resumed.begin(), resumed.end(), progress); it != std::sregex_iterator(); ++it)
+    EXPECT_GT(std::stoll((*it)[1]), batch) << resumed;
+  EXPECT_THAT(resumed, ::testing::Not(::testing::HasSubstr(" 0 img/s"))) << resumed;
   // An uninterrupted run of the same epochs ends with the same weights and optimizer state.
   ASSERT_EQ(run_train(straight, "--stop-after " + std::to_string(epoch), 40), 0);
   expect_same_training_state(straight + "/last.safetensors", dir + "/last.safetensors");

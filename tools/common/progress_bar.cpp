@@ -26,6 +26,12 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
+void ProgressBar::resume_at(int64_t steps) {
+  done_ = resumed_ = steps;
+  last_decile_ = total_ > 0 ? static_cast<int>(10 * steps / total_) : -1;  // no lines for earlier deciles
+  start_ = std::chrono::steady_clock::now();
+}
+
 void ProgressBar::update(int64_t steps, int64_t units, const std::string& fields) {
   done_ += steps;
   units_ += units;
@@ -36,7 +42,8 @@ void ProgressBar::finish(const std::string& fields) { draw(fields, true); }
 
 void ProgressBar::draw(const std::string& fields, bool final) {
   const double frac = total_ > 0 ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;
-  const double eta = done_ > 0 ? elapsed_seconds() * (1.0 - frac) / frac : 0.0;
+  const int64_t run = done_ - resumed_;  // steps of this run, the only ones timed
+  const double eta = run > 0 ? elapsed_seconds() * static_cast<double>(total_ - done_) / static_cast<double>(run) : 0.0;
   constexpr int kWidth = 24;
   const int filled = static_cast<int>(frac * kWidth);
   const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');

@@ -12,6 +12,9 @@ class ProgressBar {
  public:
   /// `label` starts the line ("epoch 3/30"); `total` steps; `unit` names what the rate counts.
   ProgressBar(std::string label, int64_t total, std::string unit = "img");
+  /// A resumed loop: `steps` were done by an earlier run. They fill the bar but not the rate,
+  /// and the ETA extrapolates only from the steps run since.
+  void resume_at(int64_t steps);
   /// Advances by `steps` (e.g. one batch) worth `units` (e.g. its images).
   void update(int64_t steps, int64_t units, const std::string& fields);
   /// Prints the final state and a newline.
@@ -23,7 +26,7 @@ class ProgressBar {
   void draw(const std::string& fields, bool final);
 
   std::string label_, unit_;
-  int64_t total_, done_ = 0, units_ = 0;
+  int64_t total_, done_ = 0, resumed_ = 0, units_ = 0;
   int last_decile_ = -1;
   bool tty_;
   std::chrono::steady_clock::time_point start_;

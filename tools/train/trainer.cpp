@@ -156,10 +156,10 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
                       : fmt::format("loss {:.4f} acc {:5.2f}%", loss_sum_ / static_cast<double>(seen_),
                                     100.0 * static_cast<double>(correct_) / static_cast<double>(seen_));
   };
+  if (skip > 0) bar.resume_at(skip);
   for (data::Batch& b : *train_loader_) {
     if (step < skip) {  // resuming mid-epoch: these batches were already trained on
       ++step;
-      bar.update(1, 0, fields());
       continue;
     }
     const int64_t global_step = epoch * batches + step + 1;  // 1-based, counts optimizer steps
