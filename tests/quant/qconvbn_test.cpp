@@ -66,7 +66,13 @@ void expect_equals_conv_bn(DType dtype, double rtol, const QConfig& qconfig = {}
       want.backward(g);
       got.backward(g);
       expect_rel(x2.grad(), x1.grad(), rtol, what + " input grad");
-      expect_rel(q->weight.grad(), conv.weight.grad(), rtol, what + " weight grad");
+      // The batch fold's weight gradient also flows through the batch variance of the statistics
+      // conv, whose float32 weight gradient sums x · (y − mean) and cancels mean(x) · Σ(y − mean)
+      // = 0 term by term. Measured against float64 on the 1×1 case (inputs with a large mean):
+      // QConvBN is 1.9e-5 of the largest entry off, Conv2d → BatchNorm2d 2e-6; the float64 test
+      // shows that the two are the same function.
+      const double weight_rtol = qconfig.bn_fold == BnFold::Batch ? 5 * rtol : rtol;
+      expect_rel(q->weight.grad(), conv.weight.grad(), weight_rtol, what + " weight grad");
       if (c.conv.bias && training) {
         // Exactly 0 behind a training BN (the bias cancels against the batch mean): both
         // implementations return rounding noise, far below the gradient's scale.

@@ -119,6 +119,15 @@ TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdenticall
   for (auto it = std::sregex_iterator(resumed.begin(), resumed.end(), progress); it != std::sregex_iterator(); ++it)
     EXPECT_GT(std::stoll((*it)[1]), batch) << resumed;
   EXPECT_THAT(resumed, ::testing::Not(::testing::HasSubstr(" 0 img/s"))) << resumed;
+  // Its log row's images/s counts only the images this run trained (6 - batch batches of 64) in
+  // this run's seconds; the bound is what the CSV's rounding (1 and 2 decimals) allows.
+  std::smatch row;
+  const std::string csv = read_text(dir + "/log.csv");
+  ASSERT_TRUE(std::regex_search(csv, row, std::regex("\n" + std::to_string(epoch) + ",(?:[^,]*,){5}([^,]+),([^,\n]+)")))
+      << csv;
+  const double images_per_s = std::stod(row[1]), seconds = std::stod(row[2]);
+  EXPECT_NEAR(images_per_s * seconds, static_cast<double>((6 - batch) * 64), 0.05 * seconds + 0.005 * images_per_s + 1e-9)
+      << csv;
   // An uninterrupted run of the same epochs ends with the same weights and optimizer state.
   ASSERT_EQ(run_train(straight, "--stop-after " + std::to_string(epoch), 40), 0);
   expect_same_training_state(straight + "/last.safetensors", dir + "/last.safetensors");
@@ -187,6 +196,40 @@ TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
   EXPECT_NE(run_train(split, "--resume"), 0);
   EXPECT_THAT(read_text(split + ".out"), ::testing::HasSubstr("but the flags ask for 'none'"));
   for (const auto& dir : {straight, split}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + ".out");
+  }
+}
+
+// Note [Recorded test accuracy]: best.safetensors carries the accuracy its run measured and on
+// which test images; QAT from it reuses the figure only for the same test images.
+TEST(TrainCliTest, QatFromBestUsesTheRecordedFloatAccuracyOnlyForTheSameTestImages) {
+  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string fp = temp_dir("recorded_float"), q = temp_dir("recorded_qat");
+  ASSERT_EQ(run_train(fp, "", 1), 0);
+  const std::string float_out = read_text(fp + ".out");
+  std::smatch best;
+  ASSERT_TRUE(std::regex_search(float_out, best, std::regex("best test accuracy ([0-9.]+)%"))) << float_out;
+  nn::CheckpointMetadata meta;
+  (void)nn::load(fp + "/best.safetensors", &meta);
+  EXPECT_EQ(meta["quant"], "none");
+  EXPECT_EQ(meta["test_set"], "fashion-mnist (default location): first 128 test images");
+  EXPECT_NEAR(std::stod(meta["test_accuracy"]), std::stod(best[1]), 0.005);  // the log prints 2 decimals
+
+  ASSERT_EQ(run_train(q, "--qat-from " + fp + "/best.safetensors", 1), 0) << read_text(q + ".out");
+  const std::string same = read_text(q + ".out");
+  EXPECT_THAT(same, ::testing::HasSubstr("by the run that evaluated it on the same 128 test images"));
+  EXPECT_DOUBLE_EQ(table_accuracy(same, "float"), std::stod(best[1]));
+
+  // Other test images: the float model is evaluated on them.
+  std::filesystem::remove_all(q);
+  const std::string other = std::regex_replace(train_command(q, 1, "--qat-from " + fp + "/best.safetensors"),
+                                               std::regex("--test-subset 128"), "--test-subset 64");
+  ASSERT_EQ(std::system((other + " > " + q + ".out 2>&1").c_str()), 0) << read_text(q + ".out");
+  const std::string measured = read_text(q + ".out");
+  EXPECT_THAT(measured, ::testing::Not(::testing::HasSubstr("by the run that evaluated it")));
+  EXPECT_THAT(measured, ::testing::HasSubstr("qflow-train: float model: test loss"));
+  for (const auto& dir : {fp, q}) {
     std::filesystem::remove_all(dir);
     std::filesystem::remove(dir + ".out");
   }

@@ -76,6 +76,12 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
   return r;
 }
 
+std::string Trainer::test_set_tag() const {
+  const std::string where =
+      o_.data.empty() ? std::string("default location") : std::filesystem::absolute(o_.data).lexically_normal().string();
+  return fmt::format("{} ({}): first {} test images", o_.dataset, where, data_.test->size());
+}
+
 Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {
   if (!o_.qat_from.empty()) o_.qat = true;
 }
@@ -228,20 +234,25 @@ int Trainer::run() {
   for (int64_t epoch = start_epoch; epoch < o_.epochs; ++epoch) {
     const double lr = optimizer_->lr(0);
     ProgressBar timer("", 1);
+    const int64_t seen_before = seen_;  // a resumed epoch's earlier images were timed by an earlier run
     if (!train_epoch(epoch, epoch == start_epoch ? start_step : 0)) return 130;
     const double seconds = timer.elapsed_seconds();
     const EvalResult test = evaluate(*model_, *test_loader_);
     last_test = test;
     const EpochRecord rec{epoch + 1, loss_sum_ / static_cast<double>(std::max<int64_t>(seen_, 1)),
                           100.0 * static_cast<double>(correct_) / static_cast<double>(std::max<int64_t>(seen_, 1)), test.loss,
-                          test.accuracy, lr, static_cast<double>(seen_) / std::max(seconds, 1e-9), seconds};
+                          test.accuracy, lr, static_cast<double>(seen_ - seen_before) / std::max(seconds, 1e-9), seconds};
     scheduler_->step();
     loss_sum_ = 0, correct_ = 0, seen_ = 0;
     const bool best = test.accuracy > best_acc_;
     if (best) {
       best_acc_ = test.accuracy;
       try {
-        nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"));
+        nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"),
+                 {{"quant", quant_tag()},
+                  {"test_set", test_set_tag()},
+                  {"test_accuracy", fmt::format("{:.17g}", test.accuracy)},
+                  {"test_loss", fmt::format("{:.17g}", test.loss)}});
       } catch (const Error& e) {
         QFLOW_FAIL("could not save the best weights after epoch {}: {}", epoch + 1, e.message());
       }

@@ -39,6 +39,9 @@ class Trainer {
   void report_quant(std::optional<EvalResult> last);
   /// The checkpoint metadata entry naming the run's quantization ("none" for float runs).
   std::string quant_tag() const;
+  /// Names the test images evaluate() uses (data set, location, count): best.safetensors
+  /// records its accuracy under this tag (Note [Recorded test accuracy]).
+  std::string test_set_tag() const;
   int evaluate_only();
   /// Trains epoch `epoch` from batch `skip`; returns false when stopped by Ctrl-C.
   bool train_epoch(int64_t epoch, int64_t skip);

@@ -7,6 +7,29 @@
 
 namespace qflow::tools {
 
+// Note [Recorded test accuracy]
+// QAT from float weights reports the float model's test accuracy beside the QAT one. When the
+// weights are a best.safetensors written by qflow-train, the run that wrote them has already
+// evaluated exactly these weights, and the file's metadata says on which test images
+// (Trainer::test_set_tag) and of which quantization ("none" for float). If both match this
+// run, evaluating again would only repeat the same computation (about a minute for 10,000
+// images on 2 cores), so the recorded figure is used; any other file is evaluated.
+namespace {
+
+std::optional<EvalResult> recorded_float_accuracy(const std::string& path, const std::string& test_set) {
+  nn::CheckpointMetadata meta;
+  (void)nn::load(path, &meta);
+  const auto get = [&](const char* key) { return meta.count(key) ? meta.at(key) : std::string(); };
+  if (get("quant") != "none" || get("test_set") != test_set || get("test_accuracy").empty()) return std::nullopt;
+  try {
+    return EvalResult{.loss = std::stod(get("test_loss")), .accuracy = std::stod(get("test_accuracy"))};
+  } catch (const std::exception&) {  // a hand-edited or foreign file: measure instead
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::string Trainer::quant_tag() const { return o_.qat ? "qat " + o_.qconfig().to_string() : "none"; }
 
 void Trainer::setup_quant() {
@@ -20,9 +43,17 @@ void Trainer::setup_quant() {
   if (!o_.qat) return;
   const bool from_float = !o_.qat_from.empty() || !o_.weights.empty();
   if (from_float && !o_.resume && !o_.eval_only) {
-    const EvalResult r = evaluate(*float_model_, *test_loader_);
-    float_acc_ = r.accuracy;
-    fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}%\n", r.loss, r.accuracy);
+    const std::string weights = o_.qat_from.empty() ? o_.weights : o_.qat_from;
+    if (const auto recorded = recorded_float_accuracy(weights, test_set_tag())) {
+      float_acc_ = recorded->accuracy;
+      fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}% (recorded in {} by the run that "
+                 "evaluated it on the same {} test images)\n",
+                 recorded->loss, recorded->accuracy, weights, test_loader_->dataset().size());
+    } else {
+      const EvalResult r = evaluate(*float_model_, *test_loader_);
+      float_acc_ = r.accuracy;
+      fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}%\n", r.loss, r.accuracy);
+    }
   }
   quant::PassSummary summary;
   model_ = quant::quantization_aware_training(*float_gm_, example_, qconfig, &summary);
