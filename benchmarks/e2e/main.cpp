@@ -3,7 +3,7 @@
 //   qflow-bench-e2e                        # every workload, 2 threads
 //   qflow-bench-e2e --workload train --batch 128 --repetitions 10
 //   qflow-bench-e2e --workload qat                  # QAT training step (ResNet18, batch 128)
-//   qflow-bench-e2e --workload qat-running          # ... with QConvBN's one-conv BN fold
+//   qflow-bench-e2e --workload qat-batch            # ... with OneFlow's batch-statistics BN fold
 //   qflow-bench-e2e --workload deploy               # the deploy model: batch 1 latency, 128 throughput
 //
 // Prints one JSON line per workload (benchmarks/compare parses them). Peak memory is the
@@ -24,10 +24,10 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int64_t sgemm_size = 2048;
   std::vector<int64_t> batches;
-  app.add_option("--workload", workload, "train | qat | qat-running | infer | deploy | sgemm | all")
-      ->check(CLI::IsMember({"train", "qat", "qat-running", "infer", "deploy", "sgemm", "all"}))
+  app.add_option("--workload", workload, "train | qat | qat-batch | infer | deploy | sgemm | all")
+      ->check(CLI::IsMember({"train", "qat", "qat-batch", "infer", "deploy", "sgemm", "all"}))
       ->capture_default_str();
-  app.add_option("--batch", batches, "batch sizes (default: train 32 and 128, qat and qat-running 128, infer and deploy 1 and 128)");
+  app.add_option("--batch", batches, "batch sizes (default: train 32 and 128, qat and qat-batch 128, infer and deploy 1 and 128)");
   app.add_option("--model", s.model, "zoo model")->capture_default_str();
   app.add_option("--image-size", s.image_size, "input height and width")->capture_default_str();
   app.add_option("--threads", threads, "threads for OpenMP and OpenBLAS")->capture_default_str();
@@ -55,13 +55,13 @@ int main(int argc, char** argv) {
     }
     if (workload == "qat" || workload == "all") {
       for_batches({128}, [&] {
-        fmt::print("{}\n", bench::to_json(bench::qat_train_step(s, quant::BnFold::Batch), false));
+        fmt::print("{}\n", bench::to_json(bench::qat_train_step(s, quant::BnFold::Running), false));
         std::fflush(stdout);
       });
     }
-    if (workload == "qat-running" || workload == "all") {
+    if (workload == "qat-batch" || workload == "all") {
       for_batches({128}, [&] {
-        fmt::print("{}\n", bench::to_json(bench::qat_train_step(s, quant::BnFold::Running), false));
+        fmt::print("{}\n", bench::to_json(bench::qat_train_step(s, quant::BnFold::Batch), false));
         std::fflush(stdout);
       });
     }

@@ -52,7 +52,7 @@ Measurement sgd_steps(const std::string& name, nn::Module& model, const RunSetti
 
 // The QAT GraphModule of the zoo model (8-bit symmetric google per-layer, the default QConfig).
 std::shared_ptr<fx::GraphModule> make_qat_model(const RunSettings& s, std::shared_ptr<fx::GraphModule>* float_gm,
-                                                quant::BnFold bn_fold = quant::BnFold::Batch) {
+                                                quant::BnFold bn_fold = quant::QConfig{}.bn_fold) {
   const Tensor example = random_images(s, 1);
   auto gm = fx::symbolic_trace(make_model(s), example);
   auto qat = quant::quantization_aware_training(*gm, example, {.bn_fold = bn_fold});
@@ -91,7 +91,7 @@ std::string to_json(const Measurement& m, bool latency) {
 Measurement train_step(const RunSettings& s) { return sgd_steps("train", *make_model(s), s); }
 
 Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold) {
-  return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat" : "qat-running", *make_qat_model(s, nullptr, bn_fold), s);
+  return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat-batch" : "qat", *make_qat_model(s, nullptr, bn_fold), s);
 }
 
 Measurement deploy_inference(const RunSettings& s) {

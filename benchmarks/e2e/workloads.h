@@ -38,8 +38,8 @@ Measurement train_step(const RunSettings& s);   // forward + cross_entropy + bac
 Measurement inference(const RunSettings& s);    // eval mode, no grad
 // The quantized model: traced, rewritten by quant::quantization_aware_training (8-bit
 // symmetric per-layer), trained with the same step as train_step. Workload "qat" folds BN
-// with the batch statistics (the default, two convs per QConvBN), "qat-running" with the
-// running ones (PyTorch's ConvBn2d formulation, one conv).
+// with the running statistics (the default; PyTorch's ConvBn2d formulation, one conv),
+// "qat-batch" with the batch ones (OneFlow's, two convs per QConvBN).
 Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold);
 // Its deploy model (quant::dequantization_aware_training after one calibration batch), eval, no grad.
 Measurement deploy_inference(const RunSettings& s);

@@ -25,7 +25,7 @@ int64_t QConfig::quant_max() const {
 std::string QConfig::to_string() const {
   return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={}{})", bits,
                      quant::to_string(scheme), quant::to_string(formula), per_layer, momentum, quant::to_string(ste),
-                     bn_fold == BnFold::Batch ? "" : fmt::format(", bn_fold={}", quant::to_string(bn_fold)));
+                     bn_fold == QConfig{}.bn_fold ? "" : fmt::format(", bn_fold={}", quant::to_string(bn_fold)));
 }
 
 std::string_view to_string(Scheme s) { return s == Scheme::Symmetric ? "symmetric" : "affine"; }

@@ -37,7 +37,7 @@ TEST(QConfigTest, DefaultsAreEightBitSymmetricGooglePerLayer) {
   EXPECT_TRUE(qc.per_layer);
   EXPECT_DOUBLE_EQ(qc.momentum, 0.95);
   EXPECT_EQ(qc.ste, Ste::Pure);
-  EXPECT_EQ(qc.bn_fold, BnFold::Batch);
+  EXPECT_EQ(qc.bn_fold, BnFold::Running);
   EXPECT_NO_THROW(qc.validate());
   EXPECT_EQ(qc.to_string(), "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)");
 }
@@ -85,12 +85,12 @@ TEST(QConfigTest, TextFormsRoundTrip) {
       Error);
   const QConfig qc{.bits = 4, .scheme = Scheme::Affine, .per_layer = false, .momentum = 0.9, .ste = Ste::Clipped};
   EXPECT_EQ(qc.to_string(), "QConfig(bits=4, scheme=affine, formula=google, per_layer=false, momentum=0.9, ste=clipped)");
-  // bn_fold shows only when it is not the default, so older QConfig texts stay valid.
+  // bn_fold shows only when it is not the default.
   EXPECT_EQ(parse_bn_fold("running"), BnFold::Running);
   EXPECT_EQ(to_string(parse_bn_fold("batch")), "batch");
   EXPECT_THAT(validation_error_of_parse("folded"), HasSubstr("unknown bn_fold 'folded' (expected batch or running)"));
-  EXPECT_EQ(QConfig{.bn_fold = BnFold::Running}.to_string(),
-            "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure, bn_fold=running)");
+  EXPECT_EQ(QConfig{.bn_fold = BnFold::Batch}.to_string(),
+            "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure, bn_fold=batch)");
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ struct Case {
 
 // Three training steps and one eval step of Conv2d → BatchNorm2d beside a QConvBN built from
 // them with fake quantization off: outputs, every gradient and the running statistics.
-void expect_equals_conv_bn(DType dtype, double rtol, const QConfig& qconfig = {}) {
+void expect_equals_conv_bn(DType dtype, double rtol, const QConfig& qconfig) {
   const Case cases[] = {
       {{.in = 3, .out = 4, .kernel = 3, .padding = 1, .bias = false}, {.features = 4}},
       {{.in = 2, .out = 4, .kernel = 3, .stride = 2, .groups = 2}, {.features = 4, .eps = 1e-3, .momentum = std::nullopt}},
@@ -94,10 +94,14 @@ void expect_equals_conv_bn(DType dtype, double rtol, const QConfig& qconfig = {}
   }
 }
 
-TEST(QConvBNTest, WithoutFakeQuantEqualsConvThenBatchNormInTrainingAndEval) { expect_equals_conv_bn(DType::Float32, 1e-5); }
+TEST(QConvBNTest, BatchFoldWithoutFakeQuantEqualsConvThenBatchNormInTrainingAndEval) {
+  expect_equals_conv_bn(DType::Float32, 1e-5, {.bn_fold = BnFold::Batch});
+}
 
 // In float64 the rounding noise vanishes: the folded formulation is the same function.
-TEST(QConvBNTest, WithoutFakeQuantEqualsConvThenBatchNormInFloat64) { expect_equals_conv_bn(DType::Float64, 1e-10); }
+TEST(QConvBNTest, BatchFoldWithoutFakeQuantEqualsConvThenBatchNormInFloat64) {
+  expect_equals_conv_bn(DType::Float64, 1e-10, {.bn_fold = BnFold::Batch});
+}
 
 // PyTorch's one-conv formulation: conv(x, W k) / k is conv(x, W) up to rounding, then the
 // BatchNorm itself, so again the pair's outputs, gradients and running statistics.
@@ -147,8 +151,9 @@ Tensor folded_reference(const QConvBN& q, const Tensor& x, const QConfig& qc) {
 }
 
 TEST(QConvBNTest, QuantizedTrainingForwardFoldsBatchStatistics) {
-  for (const QConfig qc : {QConfig{}, QConfig{.bits = 4, .scheme = Scheme::Affine, .per_layer = false},
-                           QConfig{.bits = 6, .formula = Formula::Cambricon, .per_layer = false}}) {
+  for (const QConfig qc : {QConfig{.bn_fold = BnFold::Batch},
+                           QConfig{.bits = 4, .scheme = Scheme::Affine, .per_layer = false, .bn_fold = BnFold::Batch},
+                           QConfig{.bits = 6, .formula = Formula::Cambricon, .per_layer = false, .bn_fold = BnFold::Batch}}) {
     SCOPED_TRACE(qc.to_string());
     QConvBN q({.in = 2, .out = 3, .kernel = 3, .padding = 1}, {}, qc);
     set_bn_affine(*q.bn, 0.9);
@@ -191,9 +196,9 @@ TEST(QConvBNTest, RunningFoldTrainingForwardQuantizesTheRunningFold) {
     quant_test::expect_close(q.bn->running_mean, bn.running_mean, 0.0);
     quant_test::expect_close(q.bn->running_var, bn.running_var, 0.0);
     EXPECT_EQ(q.bn->num_batches_tracked.item<int64_t>(), 1);
-    // Eval folds the running statistics exactly as the default mode does.
+    // Eval folds the running statistics exactly as the batch fold does.
     QConvBN batch_fold({.in = 2, .out = 3, .kernel = 3, .padding = 1, .bias = true}, {},
-                       QConfig{.bits = qc.bits, .scheme = qc.scheme, .per_layer = qc.per_layer});
+                       QConfig{.bits = qc.bits, .scheme = qc.scheme, .per_layer = qc.per_layer, .bn_fold = BnFold::Batch});
     batch_fold.load_state_dict(q.state_dict());
     q.eval();
     batch_fold.eval();
@@ -222,8 +227,8 @@ TEST(QConvBNTest, FreezeBnKeepsRunningStatisticsAndFoldsThem) {
   EXPECT_EQ(q.bn->num_batches_tracked.item<int64_t>(), 3);
 }
 
-TEST(QConvBNTest, FloatPathGradcheckInTrainingAndEval) {
-  QConvBN q({.in = 2, .out = 2, .kernel = 3, .padding = 1, .bias = true});
+TEST(QConvBNTest, BatchFoldFloatPathGradcheckInTrainingAndEval) {
+  QConvBN q({.in = 2, .out = 2, .kernel = 3, .padding = 1, .bias = true}, {}, {.bn_fold = BnFold::Batch});
   set_bn_affine(*q.bn, 0.5);
   q.enable_fake_quant(false);
   q.to(DType::Float64);

@@ -49,7 +49,7 @@ struct TrainOptions {
   bool per_channel = false;
   double qat_momentum = 0.95;        // activation observers' moving average
   std::string ste = "pure";          // pure | clipped
-  std::string bn_fold = "batch";     // batch | running (QConvBN in training)
+  std::string bn_fold = "running";   // running | batch (QConvBN in training)
   int64_t calib_batches = 16;        // PTQ calibration batches from the training set
 
   /// The QConfig the quantization flags describe.

@@ -18,10 +18,11 @@ enum class Formula { Google, Cambricon };
 /// unchanged (OneFlow); clipped zeroes it where the input fell outside the grid (PyTorch,
 /// TensorRT).
 enum class Ste { Pure, Clipped };
-/// How QConvBN folds BatchNorm while training (Note [Folding BN during QAT]): batch folds the
-/// batch statistics into the weight before quantizing it (OneFlow; a second, float conv
-/// computes them), running folds the running statistics and lets a BatchNorm on the
-/// rescaled conv output apply the batch ones (PyTorch's ConvBn2d; one conv, cheaper).
+/// How QConvBN folds BatchNorm while training (Note [Folding BN during QAT]): running (the
+/// default) folds the running statistics and lets a BatchNorm on the rescaled conv output apply
+/// the batch ones (PyTorch's ConvBn2d; one conv); batch folds the batch statistics into the
+/// weight before quantizing it (OneFlow; a second, float conv computes them). Note [Which BN
+/// fold is the default] says why.
 enum class BnFold { Batch, Running };
 
 struct QConfig {
@@ -34,7 +35,7 @@ struct QConfig {
   /// Activation observers: avg = momentum * avg + (1 - momentum) * current.
   double momentum = 0.95;
   Ste ste = Ste::Pure;
-  BnFold bn_fold = BnFold::Batch;
+  BnFold bn_fold = BnFold::Running;
 
   /// Throws qflow::Error for bits outside 2..16, cambricon with affine, momentum outside [0, 1).
   void validate() const;
@@ -43,8 +44,10 @@ struct QConfig {
   /// Highest integer of the grid: 2^(bits-1) - 1 (symmetric) or 2^bits - 1 (affine).
   int64_t quant_max() const;
   /// "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)",
-  /// followed by ", bn_fold=running" when bn_fold is not the default (so the text of every
-  /// QConfig written before bn_fold existed is unchanged).
+  /// followed by ", bn_fold=batch" when bn_fold is not the default. (Until 2026-11-24 batch was
+  /// the default and the text omitted it: a QAT checkpoint from then resumes with the running
+  /// fold. Its parameters and statistics mean the same under either fold; only how training
+  /// folds BN from the next step on differs.)
   std::string to_string() const;
 
   bool operator==(const QConfig&) const = default;

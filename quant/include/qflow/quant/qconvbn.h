@@ -6,7 +6,7 @@
 // Parameters keep the float pair's names: weight and bias (the conv's, bias optional) and
 // bn.weight (γ), bn.bias (β), bn.running_mean, bn.running_var, bn.num_batches_tracked, so a
 // float Conv2d+BatchNorm2d state_dict maps onto it key by key (PyTorch's ConvBn2d layout).
-// Training (BN not frozen), QConfig::bn_fold = batch (the default, OneFlow's formulation):
+// Training (BN not frozen), QConfig::bn_fold = batch (OneFlow's formulation):
 //   x_q        = fake_quantize(x) (input_observer)
 //   y          = conv2d(x_q, W, b)                 the float conv, for the batch statistics
 //   mean, var  = batch mean and biased variance of y per channel; running_mean/running_var
@@ -16,8 +16,8 @@
 //   out        = conv2d(x_q, fake_quantize(W') (weight_observer), b')
 // mean and var stay differentiable, so with fake quantization disabled the output and every
 // gradient equal Conv2d → BatchNorm2d's.
-// Training with bn_fold = running (PyTorch's ConvBn2d): one conv instead of two, about a third
-// less work per step. With k = γ/√(running_var + ε),
+// Training with bn_fold = running (the default; PyTorch's ConvBn2d): one conv instead of two.
+// With k = γ/√(running_var + ε),
 //   out = batch_norm(conv2d(x_q, fake_quantize(W · k)) / k + b)   (batch statistics, running
 //         statistics updated by bn itself)
 // which, with fake quantization disabled, is again Conv2d → BatchNorm2d up to rounding (W·k/k).
@@ -26,6 +26,19 @@
 // update — what DConv2d::from_qconvbn bakes in for good.
 // freeze_bn(true) is the late-QAT switch: training keeps going on the running statistics,
 // which stop moving.
+//
+// Note [Which BN fold is the default]
+// The QAT step should cost at most 1.25x the float step. A float Conv2d → BatchNorm2d step is
+// three GEMM-sized passes per conv (forward, input gradient, weight gradient). The batch fold
+// needs the statistics conv on top: its forward, and in backward the gradient of the batch
+// statistics flows into W through that conv's weight gradient (which can share the pass with
+// the main conv's, both read x_q) but also into x_q through its input gradient, which cannot
+// share one (different output gradients meet different weights, W and W'). That is at least
+// five passes against three, 1.67x before any elementwise work; measured 1.87x at batch 128
+// (qflow-bench-e2e --workload qat-batch). The running fold is three passes plus elementwise
+// work: 1.06x measured, and PyTorch's FX QAT (prepare_qat_fx) trains this same formulation.
+// So running is the default and batch, OneFlow's definition, one flag away (--bn-fold batch).
+// Both deploy identically: eval and DConv2d fold the running statistics either way.
 #include "qflow/nn/layers/batchnorm.h"
 #include "qflow/nn/layers/conv.h"
 #include "qflow/quant/quant_module.h"
