@@ -43,6 +43,9 @@ void TensorImpl::refresh() {
   numel_ = 1;
   for (int64_t s : sizes_) numel_ *= s;
   contiguous_ = true;
+  // A tensor without elements has no layout to break (PyTorch: empty tensors are contiguous);
+  // the stride walk below would call [2, 0] with strides [1, 1] non-contiguous.
+  if (numel_ == 0) return;
   int64_t expected = 1;
   for (size_t i = sizes_.size(); i-- > 0;) {
     if (sizes_[i] == 1) continue;

@@ -87,6 +87,16 @@ TEST(ShapeTest, IsContiguous) {
   EXPECT_TRUE(x.transpose(0, 1).contiguous().is_contiguous());
 }
 
+TEST(ShapeTest, EmptyTensorsAreContiguous) {
+  // PyTorch: torch.empty(2, 0).is_contiguous() and its transpose are both True.
+  Tensor e = zeros({2, 0});
+  EXPECT_EQ(e.strides(), (Sizes{1, 1}));
+  EXPECT_TRUE(e.is_contiguous());
+  EXPECT_TRUE(e.transpose(0, 1).is_contiguous());
+  EXPECT_TRUE(zeros({0, 3, 4}).narrow(2, 0, 2).is_contiguous());
+  EXPECT_EQ(e.contiguous().numel(), 0);
+}
+
 TEST(ShapeTest, ViewErrors) {
   EXPECT_THAT(error_of([] { iota({2, 3}).t().view({6}); }),
               HasSubstr("view: shape [6] is not compatible with the input's size [3, 2] and stride [1, 3]"));
