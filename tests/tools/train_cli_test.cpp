@@ -14,10 +14,13 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "qflow/qflow.h"
 
 using namespace qflow;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -137,11 +140,42 @@ TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdenticall
   std::filesystem::remove(straight + ".out");
 }
 
+namespace {
+
+// qflow-train ARGS with stdout and stderr in DIR/out.txt: the exit status and the text.
+std::pair<int, std::string> run_flags(const std::string& dir, const std::string& args) {
+  std::filesystem::create_directories(dir);
+  const int status = std::system((std::string(QFLOW_BIN_DIR) + "/qflow-train " + args + " > " + dir + "/out.txt 2>&1").c_str());
+  return {status, read_text(dir + "/out.txt")};
+}
+
+}  // namespace
+
 TEST(TrainCliTest, BadFlagsGiveAClearErrorAndNonZeroStatus) {
   const std::string dir = temp_dir("bad");
-  std::filesystem::create_directories(dir);
-  EXPECT_NE(std::system((std::string(QFLOW_BIN_DIR) + "/qflow-train --model resnet19 --dataset fashion-mnist > " + dir +
-                         "/out.txt 2>&1").c_str()), 0);
+  auto [status, out] = run_flags(dir, "--model resnet19 --dataset fashion-mnist");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("unknown model 'resnet19' (known: alexnet, lenet5, mobilenet_v2, resnet18, resnet34, resnet50)"));
+  // Not CLI11's "Value 0 not in range 0.000000 to 1797...368.000000".
+  std::tie(status, out) = run_flags(dir, "--epochs 0");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("--epochs: must be a positive number, got '0'"));
+  std::tie(status, out) = run_flags(dir, "--batch-size 12x");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("--batch-size: must be a positive number, got '12x'"));
+  std::tie(status, out) = run_flags(dir, "--checkpoint-every -3");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("--checkpoint-every: must be zero or a positive number, got '-3'"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainCliTest, HelpStatesTheRecipeDefaults) {
+  const std::string dir = temp_dir("help");
+  const auto [status, out] = run_flags(dir, "--help");
+  EXPECT_EQ(status, 0);
+  for (const char* option : {"--lr FLOAT=0.1", "--momentum FLOAT=0.9", "--weight-decay FLOAT=0.0005", "--batch-size INT:POSITIVE=128",
+                             "--epochs INT:POSITIVE=30", "Random crop + flip on the training set (default: on)"})
+    EXPECT_THAT(out, HasSubstr(option));
   std::filesystem::remove_all(dir);
 }
 

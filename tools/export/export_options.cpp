@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/cli_checks.h"
 #include "qflow/models/registry.h"
 
 namespace qflow::tools {
@@ -19,12 +20,12 @@ void add_export_options(CLI::App& app, ExportCliOptions& o) {
   app.add_option("--model", o.model, fmt::format("Model from the zoo: {}", fmt::join(models, ", ")))
       ->check(CLI::IsMember(models))
       ->capture_default_str();
-  app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(kPositive)->capture_default_str();
   app.add_option("--in-channels", o.in_channels, "Input image channels (1 for Fashion-MNIST)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   app.add_option("--image-size", o.image_size, "Input image height and width (28 for Fashion-MNIST)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   app.add_option("--checkpoint", o.checkpoint,
                  "Weights to export (.safetensors): a float state_dict (qflow-train's best.safetensors), a training "
@@ -51,12 +52,12 @@ void add_export_options(CLI::App& app, ExportCliOptions& o) {
       ->check(CLI::IsMember({"cifar10", "fashion-mnist", "mnist", "folder"}));
   app.add_option("--data", o.data, "Data set location for --calibrate (default: the data set's usual place)");
   app.add_option("--calibrate-batches", o.calibrate_batches, "Batches that calibrate the observers")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "Calibration batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Calibration batch size")->check(kPositive)->capture_default_str();
   app.add_option("--opset", o.opset, "ONNX opset (13 to 17)")->check(CLI::Range(13, 17))->capture_default_str();
   app.add_flag("--static-batch", o.static_batch, "Fix the batch dimension to --batch instead of a symbolic 'batch'");
-  app.add_option("--batch", o.batch, "Batch size of the example input")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch", o.batch, "Batch size of the example input")->check(kPositive)->capture_default_str();
   app.add_option("--save-example", o.save_example,
                  "Also write DIR/input.bin (a seeded random batch, float32) and DIR/expected.bin (qflow's output "
                  "of the exported model on it) for checking the file in a runtime, e.g. "

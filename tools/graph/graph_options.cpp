@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/cli_checks.h"
 #include "qflow/models/registry.h"
 #include "stages.h"
 
@@ -17,15 +18,15 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
   for (const Stage& s : stages())
     stage_help += fmt::format("\n  {:7} {}", s.name, s.description);
   app.add_option("--stage", o.stage, stage_help)->check(CLI::IsMember(stage_names()))->capture_default_str();
-  app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(kPositive)->capture_default_str();
   app.add_option("--in-channels", o.in_channels, "Input image channels (1 for Fashion-MNIST)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   app.add_option("--image-size", o.image_size, "Input image height and width (28 for Fashion-MNIST)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   app.add_option("--batch", o.batch, "Batch size of the example input whose shapes label the nodes")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   app.add_option("--weights", o.weights, "Load a state_dict (.safetensors, e.g. qflow-train's best.safetensors) first")
       ->check(CLI::ExistingFile);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/cli_checks.h"
 #include "common/data_setup.h"
 #include "qflow/qflow.h"
 
@@ -28,11 +29,11 @@ void add_show_options(CLI::App& app, ShowOptions& o) {
   qflow::tools::add_dataset_options(app, o.dataset, o.data);
   app.add_flag("--train,!--test", o.train, "Show the training split (--test: the test split)")->capture_default_str();
   app.add_option("--count", o.count, "Images in the grid (at most the split's size)")
-      ->check(CLI::PositiveNumber)
+      ->check(qflow::tools::kPositive)
       ->capture_default_str();
-  app.add_option("--columns", o.columns, "Images per row")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--columns", o.columns, "Images per row")->check(qflow::tools::kPositive)->capture_default_str();
   app.add_option("--scale", o.scale, "Integer upscaling (0 = enough for 64-pixel images)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(qflow::tools::kNonNegative)
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the order and the augmentation (qflow-train's --seed, epoch 1)")
       ->capture_default_str();

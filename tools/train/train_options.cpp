@@ -1,13 +1,15 @@
 #include "train_options.h"
 
+#include "../common/cli_checks.h"
+
 namespace qflow::tools {
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--model", o.model, "Model from the zoo: resnet18, resnet34, resnet50, mobilenet_v2, alexnet, lenet5")
       ->capture_default_str();
   add_dataset_options(app, o.dataset, o.data);
-  app.add_option("--epochs", o.epochs, "Training epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Training epochs")->check(kPositive)->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Batch size")->check(kPositive)->capture_default_str();
   app.add_option("--lr", o.lr, "Initial learning rate")->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "Weight decay (L2)")->capture_default_str();
@@ -20,7 +22,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "Seed for initialisation, shuffling, augmentation and dropout")->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (0 = all cores)")->capture_default_str();
   app.add_option("--workers", o.workers, "Data loading threads")->capture_default_str();
-  app.add_flag("--augment,!--no-augment", o.augment, "Random crop + flip on the training set")->capture_default_str();
+  // CLI11 lists this as "--augment,--no-augment{false}" (the value --no-augment sets), which reads
+  // like an "off" default: the description says it.
+  app.add_flag("--augment,!--no-augment", o.augment, "Random crop + flip on the training set (default: on)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "Where last.safetensors, best.safetensors, log.csv, log.jsonl and curves.png go")
       ->capture_default_str();
@@ -28,7 +32,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "Also save last.safetensors every N optimizer steps, so a killed run loses at most N steps (0 = at "
                  "epoch ends only)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->capture_default_str();
   app.add_flag("--detect-anomaly", o.detect_anomaly,
                "Check every op, module output, parameter and gradient for NaN/Inf and stop at the first, naming the "
@@ -71,7 +75,7 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::IsMember({"running", "batch"}))
       ->capture_default_str();
   app.add_option("--calib-batches", o.calib_batches, "Training batches that calibrate the PTQ model")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
 }
 
