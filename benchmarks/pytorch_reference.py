@@ -4,6 +4,10 @@
 (warm-up runs, then the median of timed runs). One JSON line per workload.
 
     /usr/bin/python3 benchmarks/pytorch_reference.py --workload train --batch 128 --threads 2
+    /usr/bin/python3 benchmarks/pytorch_reference.py --workload train --channels-last
+
+--channels-last runs the model and its input in torch.channels_last (NHWC), the layout PyTorch
+users switch on for CPU speed; each JSON line names its "layout".
 
 Workloads: train (SGD step: forward + cross_entropy + backward + step), qat (the same step on
 the FX QAT model from torch.ao.quantization.quantize_fx.prepare_qat_fx), infer (eval, no grad),
@@ -61,7 +65,13 @@ def report(workload, seconds, images, latency, args):
         "framework": "pytorch", "workload": workload, "unit": "ms" if latency else "images/s",
         "median": round(statistics.median(values), 4), "min": round(min(values), 4), "max": round(max(values), 4),
         "repetitions": len(seconds), "peak_rss_mb": round(peak_rss_mb(), 1), "threads": torch.get_num_threads(),
+        "layout": "channels_last" if args.channels_last else "nchw",
     }), flush=True)
+
+
+def in_layout(x, args):
+    """A model or an input batch in the layout the run asks for."""
+    return x.to(memory_format=torch.channels_last) if args.channels_last else x
 
 
 def measure(fn, args):
@@ -91,8 +101,9 @@ def deploy_model():
 
 
 def train_step(model, batch, args, name):
+    model = in_layout(model, args)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    images = torch.randn(batch, 3, 32, 32)
+    images = in_layout(torch.randn(batch, 3, 32, 32), args)
     labels = torch.randint(0, 10, (batch,))
 
     def step():
@@ -109,6 +120,7 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--channels-last", action="store_true", help="model and input in torch.channels_last")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.workload in ("flops", "all"):
@@ -122,14 +134,14 @@ def main():
             train_step(qat_model(b), b, args, "qat")
     if args.workload in ("infer", "all"):
         for b in args.batch or [1, 128]:
-            model = resnet18().eval()
-            images = torch.randn(b, 3, 32, 32)
+            model = in_layout(resnet18().eval(), args)
+            images = in_layout(torch.randn(b, 3, 32, 32), args)
             with torch.no_grad():
                 report(f"infer_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
     if args.workload in ("deploy", "all"):
         for b in args.batch or [1, 128]:
-            model = deploy_model()
-            images = torch.randn(b, 3, 32, 32)
+            model = in_layout(deploy_model(), args)
+            images = in_layout(torch.randn(b, 3, 32, 32), args)
             with torch.no_grad():
                 report(f"deploy_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
 

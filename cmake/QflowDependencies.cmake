@@ -7,6 +7,8 @@ find_package(fmt REQUIRED)
 find_package(PNG REQUIRED)
 find_package(ZLIB REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# oneDNN (libdnnl-dev, OpenMP runtime): float32 convolutions, see Note [oneDNN convolution].
+find_package(dnnl REQUIRED CONFIG)
 if(QFLOW_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -4,6 +4,7 @@
 
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/factory.h"
+#include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
 
 namespace qflow::autograd {
@@ -12,9 +13,10 @@ namespace {
 // g where mask, 0 elsewhere.
 Tensor masked(const Tensor& mask, const Tensor& g) { return where(mask, g, scalar_tensor(0, g.dtype())); }
 
-// Gradient flows where the output is positive (0 at x = 0, like PyTorch).
+// Gradient flows where the output is positive (0 at x = 0, like PyTorch), in one fused pass
+// that keeps blocked activations blocked (Note [Opaque layouts]).
 TensorList relu_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {masked(gt(ctx.output(0), Scalar(0)), g[0])};
+  return {threshold_backward(g[0], ctx.output(0), Scalar(0))};
 }
 
 // Gradient passes where min <= x <= max, bounds included (PyTorch's convention).

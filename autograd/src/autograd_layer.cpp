@@ -116,7 +116,7 @@ class AutogradLayer final : public DispatchLayer {
       for (const Tensor& in : inputs) {
         if (v.tensor().is_same(in)) {
           const Tensor& t = v.tensor();
-          auto alias = std::make_shared<TensorImpl>(t.impl()->storage(), t.sizes(), t.strides(), t.storage_offset(), t.dtype());
+          auto alias = t.impl()->alias();
           alias->set_is_view(true);
           v = Value(Tensor(std::move(alias)));
           break;

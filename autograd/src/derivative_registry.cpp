@@ -6,8 +6,8 @@ namespace qflow::autograd {
 
 SavedTensor::SavedTensor(const Tensor& t, bool output) : is_output(output) {
   if (!t.defined()) return;
-  // A detached alias: same storage and version counter, no autograd meta.
-  data = Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.sizes(), t.strides(), t.storage_offset(), t.dtype()));
+  // A detached alias: same storage and version counter (and opaque layout), no autograd meta.
+  data = Tensor(t.impl()->alias());
   version = t.version();
 }
 

@@ -1,21 +1,20 @@
-// qflow-bench-conv: conv2d forward and backward throughput on every convolution shape of the
-// CIFAR-10 ResNet18, next to a bare cblas_sgemm of the GEMM the shape lowers to
-// (M = out channels, K = in channels * kH * kW, N = batch * Ho * Wo; see Note [Convolution
-// as GEMM]). Backward computes grad input and grad weight: twice the forward FLOPs.
+// qflow-bench-conv: conv2d throughput on every convolution shape of the CIFAR-10 ResNet18, per
+// pass (forward, backward data, backward weights) and per kernel: oneDNN direct, oneDNN
+// Winograd (3x3 stride-1 shapes, where oneDNN implements it) and the im2col + OpenBLAS path.
+// GFLOP/s are "effective": direct-convolution FLOPs (2 per multiply-add) over time, so a
+// Winograd figure above the machine's FMA peak is possible and means fewer multiplies.
 //
-//   build/bin/qflow-bench-conv                  quick run, batch 16 (~15 s)
-//   build/bin/qflow-bench-conv --batch=128      the training batch (~1-2 min)
+//   build/bin/qflow-bench-conv                  quick run, batch 16 (~1 min)
+//   build/bin/qflow-bench-conv --batch=128      the training batch (~3-4 min)
 //   build/bin/qflow-bench-conv --batch=128 --benchmark_filter=layer2
-//   build/bin/qflow-bench-conv --threads=1     one thread for kernels and OpenBLAS
-// On CPUs newer than the system OpenBLAS, export OPENBLAS_CORETYPE (the run prints a warning
-// when OpenBLAS fell back to its generic kernels).
+//   build/bin/qflow-bench-conv --threads=1      one thread for qflow, oneDNN and OpenBLAS
+//   build/bin/qflow-bench-conv --no-im2col      only the oneDNN kernels
 //
-// After Google Benchmark's table it prints one summary line per shape:
-// forward / backward GFLOP/s, the sgemm GFLOP/s, and conv as a fraction of that sgemm.
+// After Google Benchmark's table it prints one line per shape and pass: the three GFLOP/s
+// figures, Winograd over direct, and direct as a fraction of the FMA peak measured first
+// (AVX-512 or AVX2 FMAs on every thread, see fma_peak.h).
 #include <benchmark/benchmark.h>
-#include <cblas.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "fma_peak.h"
 #include "qflow/qflow.h"
 
 namespace {
@@ -33,7 +33,7 @@ struct ConvShape {
   int64_t in, out, kernel, stride, size;  // size: input height = width
   int64_t padding() const { return kernel / 2; }
   int64_t out_size() const { return (size + 2 * padding() - kernel) / stride + 1; }
-  // Multiply-adds * 2 of one forward pass over `batch` images.
+  // Multiply-adds * 2 of one pass over `batch` images (the same count for all three passes).
   double flops(int64_t batch) const {
     return 2.0 * double(batch) * double(out) * double(out_size() * out_size()) * double(in * kernel * kernel);
   }
@@ -49,50 +49,53 @@ const ConvShape kShapes[] = {
     {"layer4_256-512_1x1_s2_8", 256, 512, 1, 2, 8},
 };
 
+enum class Pass { Forward, BackwardData, BackwardWeights };
+const char* const kPassNames[] = {"forward", "bwd_data", "bwd_weights"};
+
+struct Kernel {
+  const char* name;
+  qflow::ConvEngine engine;
+  qflow::ConvAlgorithm algorithm;
+};
+const Kernel kKernels[] = {{"direct", qflow::ConvEngine::OneDNN, qflow::ConvAlgorithm::Direct},
+                           {"winograd", qflow::ConvEngine::OneDNN, qflow::ConvAlgorithm::Winograd},
+                           {"im2col", qflow::ConvEngine::Im2col, qflow::ConvAlgorithm::Direct}};
+
 int64_t g_batch = 16;
+bool g_im2col = true;
 
-void set_gflops(benchmark::State& state, double flops) {
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-}
-
-void BM_ConvForward(benchmark::State& state, const ConvShape& s) {
-  const qflow::Tensor x = qflow::randn({g_batch, s.in, s.size, s.size});
-  const qflow::Tensor w = qflow::randn({s.out, s.in, s.kernel, s.kernel});
-  for (auto _ : state)
-    benchmark::DoNotOptimize(qflow::conv2d(x, w, std::nullopt, {s.stride}, {s.padding()}).raw_data());
-  set_gflops(state, s.flops(g_batch));
-}
-
-void BM_ConvBackward(benchmark::State& state, const ConvShape& s) {
-  const qflow::Tensor x = qflow::randn({g_batch, s.in, s.size, s.size});
-  const qflow::Tensor w = qflow::randn({s.out, s.in, s.kernel, s.kernel});
+void BM_Conv(benchmark::State& state, const ConvShape& s, Pass pass, const Kernel& k) {
+  qflow::ConvSettingsGuard settings(k.engine, k.algorithm);
+  const qflow::IntList x_sizes{g_batch, s.in, s.size, s.size}, w_sizes{s.out, s.in, s.kernel, s.kernel};
+  const std::string used =
+      qflow::conv2d_kernel_name(x_sizes, w_sizes, qflow::DType::Float32, {s.stride}, {s.padding()});
+  if (k.engine == qflow::ConvEngine::OneDNN && used != std::string("onednn-") + k.name) {
+    state.SkipWithError(("oneDNN runs " + used + " here").c_str());
+    return;
+  }
+  const qflow::Tensor x = qflow::randn(x_sizes), w = qflow::randn(w_sizes);
   const qflow::Tensor gy = qflow::randn({g_batch, s.out, s.out_size(), s.out_size()});
   for (auto _ : state) {
-    auto [gx, gw, gb] = qflow::conv2d_backward(gy, x, w, {s.stride}, {s.padding()}, {1}, 1, true, true, false);
-    benchmark::DoNotOptimize(gx.raw_data());
-    benchmark::DoNotOptimize(gw.raw_data());
+    if (pass == Pass::Forward) {
+      benchmark::DoNotOptimize(qflow::conv2d(x, w, std::nullopt, {s.stride}, {s.padding()}).raw_data());
+    } else {
+      const bool data = pass == Pass::BackwardData;
+      auto [gx, gw, gb] = qflow::conv2d_backward(gy, x, w, {s.stride}, {s.padding()}, {1}, 1, data, !data, false);
+      benchmark::DoNotOptimize((data ? gx : gw).raw_data());
+    }
   }
-  set_gflops(state, 2.0 * s.flops(g_batch));
+  state.counters["GFLOP/s"] = benchmark::Counter(s.flops(g_batch) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// The forward GEMM of the shape with N capped at 16k columns (throughput has saturated by
-// then, and batch 128 would otherwise need a 300 MB operand).
-void BM_Sgemm(benchmark::State& state, const ConvShape& s) {
-  const int64_t m = s.out, k = s.in * s.kernel * s.kernel;
-  const int64_t n = std::min<int64_t>(g_batch * s.out_size() * s.out_size(), 16384);
-  const qflow::Tensor a = qflow::randn({m, k}), b = qflow::randn({k, n});
-  qflow::Tensor c = qflow::empty({m, n});
-  for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n), blasint(k), 1.0f, a.data_ptr<float>(),
-                blasint(k), b.data_ptr<float>(), blasint(n), 0.0f, c.data_ptr<float>(), blasint(n));
-    benchmark::ClobberMemory();
-  }
-  set_gflops(state, 2.0 * double(m) * double(n) * double(k));
+std::string bench_name(const ConvShape& s, Pass pass, const Kernel& k) {
+  return std::string(s.name) + "/" + kPassNames[static_cast<int>(pass)] + "/" + k.name;
 }
 
-// The usual console table, plus a per-shape summary of the three GFLOP/s figures.
+// The usual console table, then one summary line per shape and pass.
 class SummaryReporter final : public benchmark::ConsoleReporter {
  public:
+  explicit SummaryReporter(double peak) : peak_(peak) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
@@ -104,28 +107,33 @@ class SummaryReporter final : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     std::ostream& os = GetOutputStream();
-    os << "\nconv2d on OpenBLAS (" << openblas_get_corename() << " kernels), batch " << g_batch << ", "
-       << qflow::num_threads() << " threads (GFLOP/s)\n";
-    os << fmt::format("{:<28} {:>9} {:>9} {:>9} {:>8} {:>8}\n", "shape", "forward", "backward", "sgemm", "fwd/gemm",
-                      "bwd/gemm");
-    for (const ConvShape& s : kShapes) {
-      const double f = find("BM_ConvForward/", s), b = find("BM_ConvBackward/", s), g = find("BM_Sgemm/", s);
-      if (f == 0 && b == 0 && g == 0) continue;
-      os << fmt::format("{:<28} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.2f} {:>8.2f}\n", s.name, f, b, g, g > 0 ? f / g : 0.0,
-                        g > 0 ? b / g : 0.0);
-    }
+    os << fmt::format("\nconv2d, batch {}, {} threads, effective GFLOP/s; FMA peak {:.0f} GFLOP/s\n", g_batch,
+                      qflow::num_threads(), peak_);
+    os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>10} {:>12}\n", "shape", "pass", "direct", "winograd", "im2col",
+                      "wino/dir", "direct/peak");
+    auto cell = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
+    for (const ConvShape& s : kShapes)
+      for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardWeights}) {
+        const double d = find(bench_name(s, p, kKernels[0])), w = find(bench_name(s, p, kKernels[1])),
+                     i = find(bench_name(s, p, kKernels[2]));
+        if (d == 0 && w == 0 && i == 0) continue;
+        os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>10} {:>12}\n", s.name, kPassNames[static_cast<int>(p)],
+                          cell(d), cell(w), cell(i), d > 0 && w > 0 ? fmt::format("{:.2f}", w / d) : "-",
+                          d > 0 && peak_ > 0 ? fmt::format("{:.0f} %", 100 * d / peak_) : "-");
+      }
   }
 
  private:
-  double find(const std::string& family, const ConvShape& s) const {
-    for (const auto& [name, v] : gflops_)
-      if (name.rfind(family + s.name, 0) == 0) return v;
+  double find(const std::string& name) const {
+    for (const auto& [n, v] : gflops_)
+      if (n.rfind(name, 0) == 0) return v;
     return 0.0;
   }
+  double peak_;
   std::map<std::string, double> gflops_;
 };
 
-// Takes our own --batch=N and --threads=N out of argv before Google Benchmark parses the rest.
+// Takes our own flags out of argv before Google Benchmark parses the rest.
 void parse_flags(int& argc, char** argv) {
   int out = 1;
   for (int i = 1; i < argc; ++i) {
@@ -133,6 +141,8 @@ void parse_flags(int& argc, char** argv) {
       g_batch = std::max<int64_t>(1, std::atoll(argv[i] + 8));
     } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
       qflow::set_num_threads(std::max(1, std::atoi(argv[i] + 10)));
+    } else if (std::strcmp(argv[i], "--no-im2col") == 0) {
+      g_im2col = false;
     } else {
       argv[out++] = argv[i];
     }
@@ -142,33 +152,21 @@ void parse_flags(int& argc, char** argv) {
 
 }  // namespace
 
-// OpenBLAS's DYNAMIC_ARCH build picks its kernels from the CPUID model; CPUs newer than the
-// library (e.g. Sapphire/Emerald Rapids under 0.3.21) fall back to the SSE3 "Prescott"
-// kernels, several times slower than the AVX-512 ones. Only the environment can fix that
-// (the choice is made when the library loads).
-void warn_about_blas_core() {
-  const std::string core = openblas_get_corename();
-  if ((core == "Prescott" || core == "Core2" || core == "Nehalem") && __builtin_cpu_supports("avx2"))
-    std::fprintf(stderr,
-                 "warning: OpenBLAS runs its generic %s kernels on an AVX2/AVX-512 CPU; rerun with "
-                 "OPENBLAS_CORETYPE=%s for the real GEMM speed\n",
-                 core.c_str(), __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
-}
-
 int main(int argc, char** argv) {
   parse_flags(argc, argv);
-  warn_about_blas_core();
-  for (const ConvShape& s : kShapes) {
-    for (auto [family, fn] : {std::pair{"BM_ConvForward/", &BM_ConvForward}, std::pair{"BM_ConvBackward/", &BM_ConvBackward},
-                              std::pair{"BM_Sgemm/", &BM_Sgemm}})
-      benchmark::RegisterBenchmark((std::string(family) + s.name).c_str(), fn, s)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MinTime(0.2);
-  }
+  const double peak = qflow::bench::fma_peak_gflops(qflow::num_threads());
+  for (const ConvShape& s : kShapes)
+    for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardWeights})
+      for (const Kernel& k : kKernels) {
+        if (!g_im2col && k.engine == qflow::ConvEngine::Im2col) continue;
+        benchmark::RegisterBenchmark(bench_name(s, p, k).c_str(), BM_Conv, s, p, k)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.2);
+      }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  SummaryReporter reporter;
+  SummaryReporter reporter(peak);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

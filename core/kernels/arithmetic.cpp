@@ -1,6 +1,7 @@
 // Broadcasting arithmetic: add, sub, mul, div (tensor and scalar forms, in-place variants).
 #include "kernel_utils.h"
 #include "loops.h"
+#include "opaque_elementwise.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/factory.h"
 #include "qflow/core/ops.h"
@@ -73,8 +74,33 @@ std::vector<TensorMeta> arith_scalar_meta(const Stack& a) {
 
 Scalar alpha_of(const Stack& a) { return a.size() > 2 ? a[2].scalar() : Scalar(1); }
 
+// add on two blocked activations of one layout (a residual connection, gradients meeting in
+// the backward pass) keeps the layout; a plain operand joins the opaque one's layout. Other
+// cases compute on plain tensors. See Note [Opaque layouts].
+bool opaque_add(const Stack& a, const Tensor& out_tensor) {
+  const Tensor& x = a[0].tensor();
+  Tensor y = a[1].tensor();
+  if (!x.impl()->opaque_layout() || x.dtype() != DType::Float32 || y.dtype() != DType::Float32 || x.sizes() != y.sizes())
+    return false;
+  if (!same_opaque_layout(x, y)) {
+    y.impl()->make_plain();
+    y = to_opaque_layout_of(y, x);
+  }
+  const float al = alpha_of(a).to<float>();
+  if (al == 1.0f) opaque_binary_into(out_tensor, x, y, [](float p, float q) { return p + q; });
+  else opaque_binary_into(out_tensor, x, y, [al](float p, float q) { return p + al * q; });
+  return true;
+}
+
 template <Arith K>
 Stack arith_kernel(Stack& a) {
+  if constexpr (K == Arith::Add) {
+    if (a[0].tensor().impl()->opaque_layout()) {
+      Tensor o = new_opaque_like(a[0].tensor());
+      if (opaque_add(a, o)) return out(o);
+    }
+    make_plain_args(a);
+  }
   const TensorMeta m = arith_meta<K>(a)[0];
   Tensor o = new_tensor(m.sizes, m.dtype);
   arith_into<K>(o, a[0].tensor(), a[1].tensor(), alpha_of(a));
@@ -107,6 +133,13 @@ void check_inplace(Arith k, const Tensor& self, const std::vector<int64_t>& shap
 template <Arith K>
 Stack arith_inplace_kernel(Stack& a) {
   Tensor& self = a[0].tensor();
+  if constexpr (K == Arith::Add) {
+    if (self.impl()->opaque_layout() && opaque_add(a, self)) {
+      self.impl()->storage()->bump_version();
+      return out(self);
+    }
+    make_plain_args(a);
+  }
   const TensorMeta m = arith_meta<K>(a)[0];
   check_inplace(K, self, m.sizes, m.dtype);
   arith_into<K>(self, self, a[1].tensor(), alpha_of(a));
@@ -148,6 +181,7 @@ Stack rdiv_kernel(Stack& a) {
 QFLOW_REGISTER_OPS(arithmetic) {
   using namespace kernels;
   registry.def("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Add>, arith_kernel<Arith::Add>);
+  registry.allow_opaque_layout("add");
   registry.def("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Sub>, arith_kernel<Arith::Sub>);
   registry.def("mul(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Mul>, arith_kernel<Arith::Mul>);
   registry.def("div(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Div>, arith_kernel<Arith::Div>);
@@ -158,6 +192,7 @@ QFLOW_REGISTER_OPS(arithmetic) {
   registry.def("rsub(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Sub>, rsub_kernel);
   registry.def("rdiv(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, rdiv_kernel);
   registry.def("add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Add>);
+  registry.allow_opaque_layout("add_");
   registry.def("sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Sub>);
   registry.def("mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Mul>);
   registry.def("div_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Div>);

@@ -93,4 +93,77 @@ void channel_map(int64_t N, int64_t C, int64_t S, const F& f) {
   });
 }
 
+// ---- channel-blocked layouts -------------------------------------------------------------------
+
+/// Where a per-channel kernel's elements live: plain (N, C, S), or channel-blocked
+/// (N, ceil(C / block), S, block) with block 8 or 16 (oneDNN's nChw8c / nChw16c, see
+/// Note [Opaque layouts]). Blocked loops also visit the padding lanes, channels
+/// [C, padded_channels()): per-channel arrays a caller's lambdas read must be that long, and
+/// zero there, so that padding maps to zero.
+struct ChannelLayout {
+  int64_t N = 0, C = 0, S = 1, block = 0;
+  int64_t blocks() const { return block ? (C + block - 1) / block : C; }
+  int64_t padded_channels() const { return block ? blocks() * block : C; }
+};
+
+namespace detail {
+
+template <int64_t B, size_t K, typename Terms>
+void blocked_channel_sums(const ChannelLayout& l, const std::array<double*, K>& acc, const Terms& terms) {
+  using A = typename std::invoke_result_t<Terms, int64_t, int64_t>::value_type;
+  const int64_t blocks = l.blocks();
+  parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
+    for (int64_t cb = bb; cb < be; ++cb) {
+      double total[K][B] = {};
+      for (int64_t n = 0; n < l.N; ++n) {
+        const int64_t base = (n * blocks + cb) * l.S * B;
+        for (int64_t s0 = 0; s0 < l.S; s0 += kPartialSumLength) {
+          const int64_t s1 = std::min(l.S, s0 + kPartialSumLength);
+          A part[K][B] = {};  // one partial sum per channel lane: B lanes form one vector
+          for (int64_t s = s0; s < s1; ++s)
+            for (int64_t j = 0; j < B; ++j) {
+              const auto t = terms(base + s * B + j, cb * B + j);
+              for (size_t k = 0; k < K; ++k) part[k][j] += t[k];
+            }
+          for (size_t k = 0; k < K; ++k)
+            for (int64_t j = 0; j < B; ++j) total[k][j] += static_cast<double>(part[k][j]);
+        }
+      }
+      for (int64_t j = 0; j < B && cb * B + j < l.C; ++j)
+        for (size_t k = 0; k < K; ++k) acc[k][cb * B + j] = total[k][j];
+    }
+  });
+}
+
+template <int64_t B, typename F>
+void blocked_channel_map(const ChannelLayout& l, const F& f) {
+  const int64_t blocks = l.blocks();
+  parallel_for(l.N * blocks, std::max<int64_t>(1, kParallelGrain / (l.S * B)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t c0 = (r % blocks) * B, base = r * l.S * B;
+      for (int64_t s = 0; s < l.S; ++s)
+#pragma omp simd
+        for (int64_t j = 0; j < B; ++j) f(base + s * B + j, c0 + j);
+    }
+  });
+}
+
+}  // namespace detail
+
+/// channel_sums over either layout (element index i is the storage index).
+template <size_t K, typename Terms>
+void channel_sums(const ChannelLayout& l, const std::array<double*, K>& acc, const Terms& terms) {
+  if (l.block == 16) return detail::blocked_channel_sums<16>(l, acc, terms);
+  if (l.block == 8) return detail::blocked_channel_sums<8>(l, acc, terms);
+  channel_sums<K>(l.N, l.C, l.S, acc, terms);
+}
+
+/// channel_map over either layout (padding lanes included, see ChannelLayout).
+template <typename F>
+void channel_map(const ChannelLayout& l, const F& f) {
+  if (l.block == 16) return detail::blocked_channel_map<16>(l, f);
+  if (l.block == 8) return detail::blocked_channel_map<8>(l, f);
+  channel_map(l.N, l.C, l.S, f);
+}
+
 }  // namespace qflow::kernels

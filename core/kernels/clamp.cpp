@@ -4,7 +4,9 @@
 
 #include "kernel_utils.h"
 #include "loops.h"
+#include "opaque_elementwise.h"
 #include "qflow/core/dispatch.h"
+#include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
 
 namespace qflow {
@@ -33,6 +35,11 @@ std::vector<TensorMeta> relu_meta(const Stack& a) {
 Stack relu_kernel(Stack& a) {
   const Tensor& x = a[0].tensor();
   const TensorMeta m = relu_meta(a)[0];
+  if (x.impl()->opaque_layout()) {  // blocked activations stay blocked (Note [Opaque layouts])
+    Tensor y = new_opaque_like(x);
+    opaque_unary_into(y, x, relu_fn<float>);
+    return out(y);
+  }
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -45,12 +52,59 @@ Stack relu_kernel(Stack& a) {
 Stack relu_inplace_kernel(Stack& a) {
   Tensor& self = a[0].tensor();
   check_relu_dtype(self.dtype(), "relu_");
+  if (self.impl()->opaque_layout()) {
+    opaque_unary_into(self, self, relu_fn<float>);
+    self.impl()->storage()->bump_version();
+    return out(self);
+  }
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(self, self, [](T v) { return relu_fn(v); });
   });
   self.impl()->storage()->bump_version();
   return out(self);
+}
+
+// ---- threshold_backward ---------------------------------------------------------------------
+
+// The gradient of relu (threshold 0) from its output: grad where self > threshold, 0 elsewhere
+// (a select, not a product, so an inf or NaN gradient where self <= threshold gives 0, like
+// where(self > threshold, grad, 0)).
+std::vector<TensorMeta> threshold_backward_meta(const Stack& a) {
+  const Tensor& g = a[0].tensor();
+  const Tensor& y = a[1].tensor();
+  QFLOW_CHECK(g.sizes() == y.sizes(), "threshold_backward: grad_output has shape {}, self has shape {}", g.sizes(),
+              y.sizes());
+  QFLOW_CHECK(is_floating(g.dtype()) && g.dtype() == y.dtype(),
+              "threshold_backward: expected floating grad_output and self of one dtype, got {} and {}", g.dtype(),
+              y.dtype());
+  return one(g.sizes(), g.dtype());
+}
+
+Stack threshold_backward_kernel(Stack& a) {
+  const TensorMeta m = threshold_backward_meta(a)[0];
+  const Tensor& y = a[1].tensor();
+  Tensor g = a[0].tensor();
+  if (y.impl()->opaque_layout() && y.dtype() == DType::Float32) {
+    // A plain gradient (from the classifier) joins the blocked activations here.
+    if (!same_opaque_layout(g, y)) {
+      g.impl()->make_plain();
+      g = to_opaque_layout_of(g, y);
+    }
+    const float t = a[2].scalar().to<float>();
+    Tensor gx = new_opaque_like(y);
+    opaque_binary_into(gx, g, y, [t](float gv, float yv) { return yv > t ? gv : 0.0f; });
+    return out(gx);
+  }
+  make_plain_args(a);
+  Tensor gx = new_tensor(m.sizes, m.dtype);
+  const auto gs = broadcast_strides(g, m.sizes), ys = broadcast_strides(y, m.sizes);
+  visit_floating(m.dtype, "threshold_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T t = a[2].scalar().to<T>();
+    binary_loop<T, T, T>(gx, g, gs, y, ys, [t](T gv, T yv) { return yv > t ? gv : T(0); });
+  });
+  return out(gx);
 }
 
 // ---- clamp ------------------------------------------------------------------------------------
@@ -134,6 +188,9 @@ QFLOW_REGISTER_OPS(clamp) {
   using namespace kernels;
   registry.def("relu(Tensor self) -> Tensor", relu_meta, relu_kernel);
   registry.def("relu_(Tensor(a!) self) -> Tensor(a!)", self_meta, relu_inplace_kernel);
+  registry.def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", threshold_backward_meta,
+               threshold_backward_kernel);
+  for (const char* op : {"relu", "relu_", "threshold_backward"}) registry.allow_opaque_layout(op);
   registry.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", clamp_meta, clamp_kernel);
   registry.def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", self_meta, clamp_inplace_kernel);
 }
@@ -142,6 +199,10 @@ QFLOW_REGISTER_OPS(clamp) {
 
 Tensor relu(const Tensor& x) { QFLOW_OP_HANDLE("relu"); return call_tensor(op, {x}); }
 Tensor& relu_(Tensor& x) { QFLOW_OP_HANDLE("relu_"); call_tensor(op, {x}); return x; }
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  QFLOW_OP_HANDLE("threshold_backward");
+  return call_tensor(op, {grad_output, self, threshold});
+}
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   QFLOW_OP_HANDLE("clamp");
   return call_tensor(op, {x, min, max});

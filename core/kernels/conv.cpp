@@ -1,6 +1,8 @@
-// 2-D convolution forward: conv2d. Lowered to im2col + OpenBLAS GEMM, see
-// Note [Convolution as GEMM]; the backward op lives in conv_backward.cpp.
+// 2-D convolution forward: conv2d. float32 runs on oneDNN (Note [oneDNN convolution]); float64
+// and what oneDNN does not take are lowered to im2col + OpenBLAS GEMM (Note [Convolution as
+// GEMM]). The backward op lives in conv_backward.cpp.
 #include "im2col.h"
+#include "onednn/conv_onednn.h"
 #include "qflow/core/conv_ops.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/parallel.h"
@@ -83,9 +85,17 @@ std::vector<TensorMeta> conv2d_meta(const Stack& a) {
 Stack conv2d_kernel(Stack& a) {
   const ConvGeometry g = conv2d_geometry(a);
   const Tensor& input = a[0].tensor();
-  const Tensor x = as_batched(input);
   const Tensor w = contiguous(a[1].tensor());
   const Tensor bias = a[2].is_tensor() && a[2].tensor().defined() ? contiguous(a[2].tensor()) : Tensor();
+  // conv2d takes blocked activations (Note [Opaque layouts]); only oneDNN reads them as such.
+  if (onednn::handles(g, input.dtype())) {
+    const Tensor x = input.impl()->opaque_layout() ? input : as_batched(input);
+    Tensor y = onednn::conv2d_forward(g, x, w, bias);
+    if (input.dim() == 3) y.impl()->make_plain();  // a blocked layout is 4-D
+    return out(unbatch_like(y, input.dim()));
+  }
+  make_plain_args(a);
+  const Tensor x = as_batched(input);
   Tensor y = new_tensor({g.n, g.o, g.oh, g.ow}, input.dtype());
   SingleThreadedBlas blas_guard;  // See Note [Threads in conv]
   visit_floating(input.dtype(), "conv2d", [&](auto tag) {
@@ -105,6 +115,7 @@ QFLOW_REGISTER_OPS(conv) {
       "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
       "int groups=1) -> Tensor",
       conv2d_meta, conv2d_kernel);
+  registry.allow_opaque_layout("conv2d");
 }
 
 // ---- typed API --------------------------------------------------------------------------------
@@ -115,6 +126,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
   // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
   Value b = bias && bias->defined() ? Value(*bias) : Value();
   return call_tensor(op, {input, weight, std::move(b), stride, padding, dilation, groups});
+}
+
+std::string conv2d_kernel_name(const std::vector<int64_t>& input_sizes, const std::vector<int64_t>& weight_sizes,
+                               DType dtype, const IntList& stride, const IntList& padding, const IntList& dilation,
+                               int64_t groups) {
+  const kernels::ConvGeometry g =
+      kernels::conv_geometry(input_sizes, weight_sizes, stride, padding, dilation, groups, "conv2d_kernel_name");
+  if (kernels::onednn::handles(g, dtype)) return kernels::onednn::uses_winograd(g) ? "onednn-winograd" : "onednn-direct";
+  return g.depthwise() ? "depthwise" : "im2col";
 }
 
 }  // namespace qflow

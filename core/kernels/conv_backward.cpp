@@ -2,6 +2,7 @@
 // weight and bias in one pass over the batch, sharing the column buffer between them.
 // See Note [Convolution as GEMM].
 #include "im2col.h"
+#include "onednn/conv_onednn.h"
 #include "qflow/core/conv_ops.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/parallel.h"
@@ -122,13 +123,31 @@ Stack conv2d_backward_kernel(Stack& a) {
   const Tensor& input = a[1].tensor();
   const bool want_input = a[7].to_bool(), want_weight = a[8].to_bool(), want_bias = a[9].to_bool();
   const DType dt = input.dtype();
-  const Tensor gy = as_batched(a[0].tensor());
+  const Tensor w = want_input ? contiguous(a[2].tensor()) : Tensor();
   ConvGrads r;
+  if (onednn::handles(g, dt)) {  // blocked activations stay blocked (Note [Opaque layouts])
+    const auto batched = [](const Tensor& t) { return t.impl()->opaque_layout() ? t : as_batched(t); };
+    const Tensor gy = batched(a[0].tensor());
+    const Tensor x = want_weight ? batched(input) : Tensor();
+    if (want_input) {
+      r.input = onednn::conv2d_backward_data(g, gy, w);
+      if (input.dim() == 3) r.input.impl()->make_plain();  // a blocked layout is 4-D
+      r.input = unbatch_like(r.input, input.dim());
+    }
+    if (want_weight) std::tie(r.weight, r.bias) = onednn::conv2d_backward_weights(g, gy, x, want_bias);
+    if (want_bias && !want_weight) {
+      gy.impl()->make_plain();
+      r.bias = new_tensor({g.o}, dt);
+      bias_grad<float>(g, gy.data_ptr<float>(), r.bias.data_ptr<float>());
+    }
+    return Stack{Value(r.input), Value(r.weight), Value(r.bias)};
+  }
+  make_plain_args(a);
+  const Tensor gy = as_batched(a[0].tensor());
+  const Tensor x = want_weight ? as_batched(input) : Tensor();
   if (want_input) r.input = new_tensor({g.n, g.c, g.h, g.w}, dt);
   if (want_weight) r.weight = new_tensor(a[2].tensor().sizes(), dt);
   if (want_bias) r.bias = new_tensor({g.o}, dt);
-  const Tensor x = want_weight ? as_batched(input) : Tensor();
-  const Tensor w = want_input ? contiguous(a[2].tensor()) : Tensor();
   SingleThreadedBlas blas_guard;  // See Note [Threads in conv]
   visit_floating(dt, kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -153,6 +172,7 @@ QFLOW_REGISTER_OPS(conv_backward) {
       "int groups, bool input_grad=True, bool weight_grad=True, bool bias_grad=True) -> (Tensor grad_input, Tensor "
       "grad_weight, Tensor grad_bias)",
       conv2d_backward_meta, conv2d_backward_kernel);
+  registry.allow_opaque_layout("conv2d_backward");
 }
 
 // ---- typed API --------------------------------------------------------------------------------

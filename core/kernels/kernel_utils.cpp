@@ -13,6 +13,24 @@ Tensor new_tensor(const std::vector<int64_t>& sizes, DType dtype) {
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 
+Tensor new_opaque_like(const Tensor& like) {
+  const auto& layout = like.impl()->opaque_layout_ptr();
+  QFLOW_ASSERT(layout, "new_opaque_like: tensor of shape {} has no opaque layout", like.sizes());
+  auto impl = std::make_shared<TensorImpl>(Storage::allocate(layout->nbytes()), like.sizes(),
+                                           contiguous_strides(like.sizes()), 0, like.dtype());
+  impl->set_opaque_layout(layout);
+  return Tensor(std::move(impl));
+}
+
+void make_plain_args(const Stack& args) {
+  for (const Value& v : args) {
+    if (v.is_tensor() && v.tensor().defined()) v.tensor().impl()->make_plain();
+    if (v.is_tensor_list())
+      for (const Tensor& t : v.tensor_list())
+        if (t.defined()) t.impl()->make_plain();
+  }
+}
+
 Tensor make_view(const Tensor& base, std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>(base.impl()->storage(), std::move(sizes), std::move(strides), offset, base.dtype());
   impl->set_is_view(true);

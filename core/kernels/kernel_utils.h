@@ -10,6 +10,11 @@ namespace qflow::kernels {
 
 /// A new contiguous tensor with undefined contents.
 Tensor new_tensor(const std::vector<int64_t>& sizes, DType dtype);
+/// A new tensor in `like`'s opaque layout and sizes (uninitialised). See Note [Opaque layouts].
+Tensor new_opaque_like(const Tensor& like);
+/// Converts every opaque tensor argument to plain in place: what a layout-aware kernel does
+/// before falling back to its plain path.
+void make_plain_args(const Stack& args);
 /// A view of `base` sharing its storage (marked is_view).
 Tensor make_view(const Tensor& base, std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset);
 

@@ -13,6 +13,7 @@
 
 #include "channel_loops.h"
 #include "kernel_utils.h"
+#include "opaque_elementwise.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
@@ -65,21 +66,47 @@ BnShape check_bn_args(const Stack& a, std::string_view op) {
 // and in double across them (channel_sums).
 // x: (N, C, S) contiguous.
 template <typename T>
-void batch_stats(const T* x, const BnShape& s, std::vector<double>& mean, std::vector<double>& sq_dev) {
-  mean.assign(s.C, 0.0);
-  sq_dev.assign(s.C, 0.0);
-  const double m = static_cast<double>(s.per_channel());
-  channel_sums<1>(s.N, s.C, s.S, {mean.data()}, [x](int64_t i, int64_t) { return std::array<T, 1>{x[i]}; });
+void batch_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean, std::vector<double>& sq_dev) {
+  mean.assign(l.C, 0.0);
+  sq_dev.assign(l.C, 0.0);
+  const double m = static_cast<double>(l.N * l.S);
+  channel_sums<1>(l, {mean.data()}, [x](int64_t i, int64_t) { return std::array<T, 1>{x[i]}; });
   for (double& v : mean) v /= m;
   // The deviations in T from the mean rounded to T: the pass is as fast as the first, and
   // mean_t differs from the exact mean by half an ulp, which the squares barely see.
-  std::vector<T> mean_t(mean.begin(), mean.end());
+  std::vector<T> mean_t(l.padded_channels(), T(0));
+  std::copy(mean.begin(), mean.end(), mean_t.begin());
   const T* mu = mean_t.data();
-  channel_sums<1>(s.N, s.C, s.S, {sq_dev.data()}, [x, mu](int64_t i, int64_t c) {
+  channel_sums<1>(l, {sq_dev.data()}, [x, mu](int64_t i, int64_t c) {
     const T d = x[i] - mu[c];
     return std::array<T, 1>{d * d};
   });
 }
+
+// The memory order of `x` for the per-channel loops: channel-blocked when x is in a blocked
+// opaque layout (Note [Opaque layouts]); any other tensor is read plain.
+ChannelLayout channel_layout(const Tensor& x, const BnShape& s) {
+  const OpaqueLayout* l = x.impl()->opaque_layout();
+  return ChannelLayout{s.N, s.C, s.S, l ? l->channel_block() : 0};
+}
+
+// `t` laid out like `x` (x plain contiguous or blocked): the gradient meeting its input.
+Tensor like_input(const Tensor& t, const Tensor& x) {
+  if (!x.impl()->opaque_layout()) {
+    t.impl()->make_plain();
+    return contiguous(t);
+  }
+  if (same_opaque_layout(t, x)) return t;
+  t.impl()->make_plain();
+  return to_opaque_layout_of(t, x);
+}
+
+// A new tensor laid out like `x`.
+Tensor new_like_input(const Tensor& x) { return x.impl()->opaque_layout() ? new_opaque_like(x) : new_tensor(x.sizes(), x.dtype()); }
+
+// Raw element pointer: data_ptr() would turn a blocked tensor plain.
+template <typename T>
+T* raw(const Tensor& t) { return static_cast<T*>(t.impl()->data()); }
 
 // Element c of a (C,) tensor of any stride, as double.
 template <typename T>
@@ -105,16 +132,17 @@ struct BnOutputs {
 // y = (x - mean) * invstd * weight + bias, computed as x * scale[c] + shift[c].
 template <typename T>
 BnOutputs bn_forward(const Stack& a, const BnShape& s) {
-  const Tensor x = contiguous(a[0].tensor());
+  const Tensor x = a[0].tensor().impl()->opaque_layout() ? a[0].tensor() : contiguous(a[0].tensor());
+  const ChannelLayout l = channel_layout(x, s);
   const Tensor w = opt(a[1]), b = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]);
   const bool training = a[5].to_bool();
   const double momentum = a[6].to_double(), eps = a[7].to_double();
-  const T* px = x.data_ptr<T>();
+  const T* px = raw<T>(x);
 
   std::vector<double> mean, invstd(s.C);
   if (training) {
     std::vector<double> sq_dev;
-    batch_stats(px, s, mean, sq_dev);
+    batch_stats(px, l, mean, sq_dev);
     const double m = static_cast<double>(s.per_channel());
     for (int64_t c = 0; c < s.C; ++c) invstd[c] = 1.0 / std::sqrt(sq_dev[c] / m + eps);
     if (rm.defined()) {
@@ -130,8 +158,8 @@ BnOutputs bn_forward(const Stack& a, const BnShape& s) {
     }
   }
 
-  BnOutputs o{new_tensor(x.sizes(), x.dtype()), new_tensor({s.C}, x.dtype()), new_tensor({s.C}, x.dtype())};
-  std::vector<T> scale(s.C), shift(s.C);
+  BnOutputs o{new_like_input(x), new_tensor({s.C}, x.dtype()), new_tensor({s.C}, x.dtype())};
+  std::vector<T> scale(l.padded_channels(), T(0)), shift(l.padded_channels(), T(0));
   for (int64_t c = 0; c < s.C; ++c) {
     const double sc = invstd[c] * (w.defined() ? at<T>(w, c) : 1.0);
     scale[c] = static_cast<T>(sc);
@@ -139,10 +167,10 @@ BnOutputs bn_forward(const Stack& a, const BnShape& s) {
     o.mean.data_ptr<T>()[c] = static_cast<T>(mean[c]);
     o.invstd.data_ptr<T>()[c] = static_cast<T>(invstd[c]);
   }
-  T* py = o.out.data_ptr<T>();
+  T* py = raw<T>(o.out);
   const T* psc = scale.data();
   const T* psh = shift.data();
-  channel_map(s.N, s.C, s.S, [=](int64_t i, int64_t c) { py[i] = px[i] * psc[c] + psh[c]; });
+  channel_map(l, [=](int64_t i, int64_t c) { py[i] = px[i] * psc[c] + psh[c]; });
   return o;
 }
 
@@ -152,7 +180,14 @@ std::vector<TensorMeta> batch_norm_meta(const Stack& a) {
   return one(a[0].tensor().sizes(), a[0].tensor().dtype());
 }
 
+// Opaque inputs other than channel-blocked ones are made plain (Note [Opaque layouts]).
+void plain_unless_channel_blocked(const Stack& a, size_t input) {
+  const OpaqueLayout* l = a[input].tensor().impl()->opaque_layout();
+  if (l && l->channel_block() == 0) make_plain_args(a);
+}
+
 Stack batch_norm_kernel(Stack& a) {
+  plain_unless_channel_blocked(a, 0);
   const BnShape s = check_bn_args(a, "batch_norm");
   return visit_floating(a[0].tensor().dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -168,6 +203,7 @@ std::vector<TensorMeta> native_batch_norm_meta(const Stack& a) {
 }
 
 Stack native_batch_norm_kernel(Stack& a) {
+  plain_unless_channel_blocked(a, 0);
   const BnShape s = check_bn_args(a, "native_batch_norm");
   return visit_floating(a[0].tensor().dtype(), "native_batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -202,19 +238,20 @@ std::vector<TensorMeta> bn_backward_meta(const Stack& a) {
 // dweight = sum(dy xmu) invstd, dbias = sum(dy) in both modes.
 template <typename T>
 Stack bn_backward(const Stack& a, const BnShape& s) {
-  const Tensor x = contiguous(a[1].tensor());
+  const Tensor x = a[1].tensor().impl()->opaque_layout() ? a[1].tensor() : contiguous(a[1].tensor());
+  const ChannelLayout l = channel_layout(x, s);
   const Tensor gy_in = opt(a[0]);
-  const Tensor gy = gy_in.defined() ? contiguous(gy_in) : Tensor();
+  const Tensor gy = gy_in.defined() ? like_input(gy_in, x) : Tensor();
   const Tensor w = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]), sm = opt(a[5]), si = opt(a[6]);
   const Tensor gmean = opt(a[9]), ginv = opt(a[10]);
   const bool train = a[7].to_bool();
   const double eps = a[8].to_double(), m = static_cast<double>(s.per_channel());
-  const T* px = x.data_ptr<T>();
+  const T* px = raw<T>(x);
 
   std::vector<double> mean(s.C), invstd(s.C);
   if (train && !(sm.defined() && si.defined())) {
     std::vector<double> sq_dev;
-    batch_stats(px, s, mean, sq_dev);  // See Note [Batch norm saves no statistics]
+    batch_stats(px, l, mean, sq_dev);  // See Note [Batch norm saves no statistics]
     for (int64_t c = 0; c < s.C; ++c) invstd[c] = 1.0 / std::sqrt(sq_dev[c] / m + eps);
   } else {
     for (int64_t c = 0; c < s.C; ++c) {
@@ -224,16 +261,17 @@ Stack bn_backward(const Stack& a, const BnShape& s) {
   }
 
   std::vector<double> sum_dy(s.C, 0.0), sum_dy_xmu(s.C, 0.0);
+  std::vector<T> mean_t(l.padded_channels(), T(0));
+  std::copy(mean.begin(), mean.end(), mean_t.begin());
   if (gy.defined()) {
-    const T* pg = gy.data_ptr<T>();
-    const std::vector<T> mean_t(mean.begin(), mean.end());
+    const T* pg = raw<T>(gy);
     const T* mu = mean_t.data();
-    channel_sums<2>(s.N, s.C, s.S, {sum_dy.data(), sum_dy_xmu.data()},
+    channel_sums<2>(l, {sum_dy.data(), sum_dy_xmu.data()},
                     [pg, px, mu](int64_t i, int64_t c) { return std::array<T, 2>{pg[i], pg[i] * (px[i] - mu[c])}; });
   }
 
-  Tensor gx = new_tensor(x.sizes(), x.dtype()), gw = new_tensor({s.C}, x.dtype()), gb = new_tensor({s.C}, x.dtype());
-  std::vector<T> k1(s.C), k2(s.C), k3(s.C), mean_t(s.C);
+  Tensor gx = new_like_input(x), gw = new_tensor({s.C}, x.dtype()), gb = new_tensor({s.C}, x.dtype());
+  std::vector<T> k1(l.padded_channels(), T(0)), k2(l.padded_channels(), T(0)), k3(l.padded_channels(), T(0));
   for (int64_t c = 0; c < s.C; ++c) {
     const double wc = w.defined() ? at<T>(w, c) : 1.0, is = invstd[c], is3 = is * is * is;
     gw.data_ptr<T>()[c] = static_cast<T>(sum_dy_xmu[c] * is);
@@ -241,20 +279,20 @@ Stack bn_backward(const Stack& a, const BnShape& s) {
     k1[c] = static_cast<T>(gy.defined() ? wc * is : 0.0);
     k2[c] = static_cast<T>(train ? -(wc * sum_dy_xmu[c] + (ginv.defined() ? at<T>(ginv, c) : 0.0)) * is3 / m : 0.0);
     k3[c] = static_cast<T>(train ? (-wc * is * sum_dy[c] + (gmean.defined() ? at<T>(gmean, c) : 0.0)) / m : 0.0);
-    mean_t[c] = static_cast<T>(mean[c]);
   }
-  T* pgx = gx.data_ptr<T>();
+  T* pgx = raw<T>(gx);
   const T *pk1 = k1.data(), *pk2 = k2.data(), *pk3 = k3.data(), *pmu = mean_t.data();
   if (gy.defined()) {
-    const T* pg = gy.data_ptr<T>();
-    channel_map(s.N, s.C, s.S, [=](int64_t i, int64_t c) { pgx[i] = pk1[c] * pg[i] + pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
+    const T* pg = raw<T>(gy);
+    channel_map(l, [=](int64_t i, int64_t c) { pgx[i] = pk1[c] * pg[i] + pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
   } else {
-    channel_map(s.N, s.C, s.S, [=](int64_t i, int64_t c) { pgx[i] = pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
+    channel_map(l, [=](int64_t i, int64_t c) { pgx[i] = pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
   }
   return Stack{Value(gx), Value(gw), Value(gb)};
 }
 
 Stack bn_backward_kernel(Stack& a) {
+  plain_unless_channel_blocked(a, 1);
   bn_backward_meta(a);
   const BnShape s = bn_shape(a[1].tensor(), "native_batch_norm_backward");
   return visit_floating(a[1].tensor().dtype(), "native_batch_norm_backward", [&](auto tag) {
@@ -283,6 +321,8 @@ QFLOW_REGISTER_OPS(norm) {
       "Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, Tensor? grad_mean=None, "
       "Tensor? grad_invstd=None) -> (Tensor, Tensor, Tensor)",
       bn_backward_meta, bn_backward_kernel);
+  // Channel-blocked activations stay blocked through batch norm (Note [Opaque layouts]).
+  for (const char* op : {"batch_norm", "native_batch_norm", "native_batch_norm_backward"}) registry.allow_opaque_layout(op);
 }
 
 // ---- typed API --------------------------------------------------------------------------------

@@ -21,6 +21,12 @@ const OpDef& OpRegistry::def(std::string_view schema_text, ShapeFn shape, Kernel
   return ref;
 }
 
+void OpRegistry::allow_opaque_layout(std::string_view full_name) {
+  auto it = ops_.find(std::string(full_name));
+  QFLOW_CHECK(it != ops_.end(), "allow_opaque_layout: unknown op '{}'", full_name);
+  it->second->accepts_opaque_layout = true;
+}
+
 const OpDef* OpRegistry::find(std::string_view full_name) const {
   auto it = ops_.find(std::string(full_name));
   return it == ops_.end() ? nullptr : it->second.get();

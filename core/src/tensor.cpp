@@ -35,7 +35,8 @@ int64_t Tensor::stride(int64_t dim) const {
 }
 
 void* Tensor::raw_data() const {
-  void* p = checked_impl()->data();
+  checked_impl()->make_plain();  // See Note [Opaque layouts]
+  void* p = impl_->data();
   QFLOW_CHECK(p != nullptr || numel() == 0, "data access on a tensor without storage (a traced proxy has no values)");
   return p;
 }

@@ -39,10 +39,38 @@ void TensorImpl::set_sizes_and_strides(std::vector<int64_t> sizes, std::vector<i
   refresh();
 }
 
+void TensorImpl::set_opaque_layout(std::shared_ptr<const OpaqueLayout> layout) {
+  QFLOW_ASSERT(layout && storage_ && offset_ == 0 && storage_->nbytes() >= layout->nbytes(),
+               "an opaque layout needs its own storage of {} bytes", layout ? layout->nbytes() : 0);
+  opaque_layout_ = std::move(layout);
+  strides_ = contiguous_strides(sizes_);
+  add_key(kOpaqueLayoutKey);
+  refresh();
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::alias() const {
+  auto a = std::make_shared<TensorImpl>(storage_, sizes_, strides_, offset_, dtype_);
+  if (opaque_layout_) a->set_opaque_layout(opaque_layout_);
+  return a;
+}
+
+void TensorImpl::make_plain() {
+  if (!opaque_layout_) return;
+  auto plain = Storage::allocate(static_cast<size_t>(numel_) * element_size(dtype_));
+  opaque_layout_->to_plain(storage_->data(), plain->data());
+  plain->set_version(storage_->version());  // same values: saved copies must not see a write
+  storage_ = std::move(plain);
+  opaque_layout_.reset();
+  remove_key(kOpaqueLayoutKey);
+  count_layout_conversion();
+  refresh();
+}
+
 void TensorImpl::refresh() {
   numel_ = 1;
   for (int64_t s : sizes_) numel_ *= s;
-  contiguous_ = true;
+  contiguous_ = !opaque_layout_;
+  if (!contiguous_) return;
   // A tensor without elements has no layout to break (PyTorch: empty tensors are contiguous);
   // the stride walk below would call [2, 0] with strides [1, 1] non-contiguous.
   if (numel_ == 0) return;

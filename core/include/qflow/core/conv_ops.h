@@ -11,6 +11,8 @@
 // padding; the core op only knows explicit symmetric padding, so a traced graph always
 // records the numbers that were used.
 #include <optional>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 #include "qflow/core/tensor.h"
@@ -32,6 +34,65 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& stride, const IntList& padding,
                                                    const IntList& dilation, int64_t groups, bool input_grad = true,
                                                    bool weight_grad = true, bool bias_grad = true);
+
+// ---- convolution engine ------------------------------------------------------------------------
+
+/// Which code computes float32 convolutions (float64 always takes im2col + OpenBLAS, the
+/// reference). Default OneDNN; the environment variable QFLOW_CONV_ENGINE=im2col|onednn sets
+/// the start-up value. Grouped convolutions run on im2col/depthwise kernels either way.
+enum class ConvEngine { OneDNN, Im2col };
+void set_conv_engine(ConvEngine engine);
+ConvEngine conv_engine();
+
+/// oneDNN's algorithm for 3x3 stride-1 layers: Auto takes Winograd where it measured faster
+/// (see Note [oneDNN convolution]), Direct never does (for comparisons with PyTorch at tight
+/// tolerances), Winograd wherever oneDNN implements it. QFLOW_CONV_ALGO=auto|direct|winograd
+/// sets the start-up value.
+enum class ConvAlgorithm { Auto, Direct, Winograd };
+void set_conv_algorithm(ConvAlgorithm algorithm);
+ConvAlgorithm conv_algorithm();
+/// Whether oneDNN convolutions hand their outputs (and input gradients) on in the blocked
+/// layout their primitives chose, so the next layer need not convert (default true;
+/// QFLOW_BLOCKED_LAYOUT=0 sets false at start-up). See Note [Opaque layouts].
+void set_conv_keeps_blocked_layout(bool keep);
+bool conv_keeps_blocked_layout();
+
+/// "auto", "direct", "winograd" / "onednn", "im2col"; parse_* throw qflow::Error naming the
+/// accepted values.
+const char* to_string(ConvAlgorithm algorithm);
+const char* to_string(ConvEngine engine);
+ConvAlgorithm parse_conv_algorithm(std::string_view name);
+ConvEngine parse_conv_engine(std::string_view name);
+
+/// The kernel conv2d runs for these arguments under the current settings: "onednn-winograd",
+/// "onednn-direct", "depthwise" or "im2col" (creating and caching oneDNN's primitive).
+std::string conv2d_kernel_name(const std::vector<int64_t>& input_sizes, const std::vector<int64_t>& weight_sizes,
+                               DType dtype, const IntList& stride = {1}, const IntList& padding = {0},
+                               const IntList& dilation = {1}, int64_t groups = 1);
+
+/// oneDNN's convolution caches (see Note [oneDNN convolution]), for tests and benchmarks.
+struct ConvCacheStats {
+  int64_t primitives = 0;        // cached (geometry, pass, algorithm) plans
+  int64_t primitive_misses = 0;  // plans created since start-up
+  int64_t weight_reorders = 0;   // weights reordered into a primitive's layout
+  int64_t weight_reuses = 0;     // ... served from the cache (same storage, same version)
+};
+ConvCacheStats conv_cache_stats();
+/// Drops every cached primitive and reordered weight buffer.
+void clear_conv_cache();
+
+/// Sets the convolution engine and algorithm for its lifetime, restoring the previous ones.
+class ConvSettingsGuard {
+ public:
+  ConvSettingsGuard(ConvEngine engine, ConvAlgorithm algorithm);
+  ~ConvSettingsGuard();
+  ConvSettingsGuard(const ConvSettingsGuard&) = delete;
+  ConvSettingsGuard& operator=(const ConvSettingsGuard&) = delete;
+
+ private:
+  ConvEngine engine_;
+  ConvAlgorithm algorithm_;
+};
 
 // ---- pooling -----------------------------------------------------------------------------------
 

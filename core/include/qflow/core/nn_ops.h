@@ -58,6 +58,9 @@ Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, double min_val, double max_val);
 Tensor hardswish_backward(const Tensor& grad_output, const Tensor& self);
 Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self, double negative_slope);
+/// grad_output where self > threshold, 0 elsewhere: relu's gradient from its output (and
+/// the one kernel that joins a plain gradient to blocked activations, Note [Opaque layouts]).
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);
 
 // ---- softmax -----------------------------------------------------------------------------------
 

@@ -42,6 +42,8 @@ struct OpDef {
   ShapeFn shape = nullptr;
   KernelFn kernel = nullptr;
   std::string name;  // schema.full_name(), cached
+  /// The kernel takes tensors in opaque layouts as they are (see Note [Opaque layouts]).
+  bool accepts_opaque_layout = false;
 };
 
 class OpRegistry {
@@ -50,6 +52,8 @@ class OpRegistry {
 
   /// Registers an op; a second registration of the same full name is an error.
   const OpDef& def(std::string_view schema, ShapeFn shape, KernelFn kernel);
+  /// Declares that `full_name`'s kernel takes opaque-layout tensors (Note [Opaque layouts]).
+  void allow_opaque_layout(std::string_view full_name);
   /// Null when unknown.
   const OpDef* find(std::string_view full_name) const;
   /// Throws qflow::Error "unknown op 'x'" (with close matches) when unknown.

@@ -32,6 +32,8 @@ class Storage {
   /// checked by autograd when it unpacks a saved tensor. See Note [Version counter].
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  /// For storage that replaces another with the same values (an opaque tensor made plain).
+  void set_version(uint64_t v) { version_.store(v, std::memory_order_relaxed); }
 
  private:
   void* data_;

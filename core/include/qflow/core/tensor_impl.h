@@ -7,6 +7,7 @@
 
 #include "qflow/core/dispatch_key.h"
 #include "qflow/core/dtype.h"
+#include "qflow/core/opaque_layout.h"
 #include "qflow/core/storage.h"
 #include "qflow/core/sym_int.h"
 
@@ -47,6 +48,20 @@ class TensorImpl {
   /// Address of element 0 (storage base + offset); null for tensors without storage.
   void* data() const;
 
+  /// The layout of an opaque tensor (null for ordinary strided ones). See Note [Opaque layouts].
+  const OpaqueLayout* opaque_layout() const { return opaque_layout_.get(); }
+  const std::shared_ptr<const OpaqueLayout>& opaque_layout_ptr() const { return opaque_layout_; }
+  /// Declares the storage to hold `layout`'s bytes (at least layout->nbytes() from offset 0);
+  /// adds kOpaqueLayoutKey. Sizes stay the logical ones.
+  void set_opaque_layout(std::shared_ptr<const OpaqueLayout> layout);
+  /// Converts an opaque tensor to plain row-major in place: new storage (keeping the version
+  /// counter's value), contiguous strides, no layout. No-op for ordinary tensors.
+  void make_plain();
+
+  /// A new impl over the same storage, sizes, strides, offset, dtype and opaque layout, without
+  /// autograd meta, keys other than the layout's, or extension (a detached alias).
+  std::shared_ptr<TensorImpl> alias() const;
+
   /// Changes shape/strides in place (used by resize-like internals and tracers).
   void set_sizes_and_strides(std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset);
 
@@ -76,6 +91,7 @@ class TensorImpl {
   DispatchKeySet keys_;
   std::shared_ptr<AutogradMetaBase> autograd_meta_;
   std::shared_ptr<TensorExtension> extension_;
+  std::shared_ptr<const OpaqueLayout> opaque_layout_;
 };
 
 /// Row-major strides for `sizes`.

@@ -1,0 +1,40 @@
+#pragma once
+// oneDNN memory layouts as opaque tensor layouts (see Note [Opaque layouts]).
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "onednn_context.h"
+#include "qflow/core/opaque_layout.h"
+
+namespace qflow::kernels::onednn {
+
+/// A float32 activation in the layout a oneDNN primitive chose (nChw16c on AVX-512).
+class BlockedLayout final : public OpaqueLayout {
+ public:
+  explicit BlockedLayout(const dnnl::memory::desc& md);
+  const dnnl::memory::desc& desc() const { return md_; }
+  std::string name() const override { return name_; }
+  size_t nbytes() const override { return md_.get_size(); }
+  int64_t channel_block() const override { return block_; }
+  bool same_as(const OpaqueLayout& other) const override;
+  void to_plain(const void* src, void* dst) const override;
+  void from_plain(const void* src, void* dst) const override;
+
+ private:
+  dnnl::memory::desc md_, plain_;
+  int64_t block_ = 0;
+  std::string name_;
+  mutable std::once_flag reorders_once_;
+  mutable std::optional<dnnl::reorder> to_plain_, from_plain_;
+};
+
+/// The layout of `t` when it is a oneDNN blocked tensor, else null.
+const BlockedLayout* blocked_layout(const Tensor& t);
+/// A new float32 tensor of logical sizes `dims` whose storage holds `layout` (uninitialised).
+Tensor new_blocked_tensor(const dnnl::memory::dims& dims, std::shared_ptr<const BlockedLayout> layout);
+/// The raw bytes of any tensor as oneDNN memory of layout `md` (no copy, no conversion).
+dnnl::memory raw_view(const dnnl::memory::desc& md, const Tensor& t);
+
+}  // namespace qflow::kernels::onednn
