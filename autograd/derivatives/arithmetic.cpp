@@ -6,8 +6,12 @@
 namespace qflow::autograd {
 namespace {
 
+// With alpha = 1 (every residual connection) both inputs get the incoming gradient itself:
+// no pass over it, and a blocked gradient stays blocked (Note [Opaque layouts]).
 TensorList add_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {g[0], ctx.needs_grad(1) ? mul(g[0], ctx.arg(2).scalar()) : Tensor()};
+  if (!ctx.needs_grad(1)) return {g[0], Tensor()};
+  const Scalar alpha = ctx.arg(2).scalar();
+  return {g[0], alpha.to_double() == 1.0 ? g[0] : mul(g[0], alpha)};
 }
 TensorList sub_backward(const BackwardContext& ctx, const TensorList& g) {
   return {g[0], ctx.needs_grad(1) ? mul(g[0], Scalar(-ctx.arg(2).scalar().to_double())) : Tensor()};
