@@ -1,5 +1,6 @@
 // Broadcasting arithmetic: add, sub, mul, div (tensor and scalar forms, in-place variants).
 #include "kernel_utils.h"
+#include "channel_loops.h"
 #include "loops.h"
 #include "opaque_elementwise.h"
 #include "qflow/core/dispatch.h"
@@ -92,12 +93,48 @@ bool opaque_add(const Stack& a, const Tensor& out_tensor) {
   return true;
 }
 
+// x * k[c] or x / k[c] for a channel-blocked x (N, C, H, W) and a per-channel k of shape
+// (1, C, 1, 1) or (C, 1, 1): QConvBN's running fold divides its convolution's output so. The
+// padding lanes get factor 1 for a division (0 / 1) and 0 for a product.
+template <Arith K>
+bool opaque_per_channel(const Stack& a, Tensor& result) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& k = a[1].tensor();
+  const OpaqueLayout* l = x.impl()->opaque_layout();
+  if (!l || l->channel_block() == 0 || x.dim() != 4 || x.dtype() != DType::Float32 || k.dtype() != DType::Float32)
+    return false;
+  const int64_t C = x.sizes()[1];
+  const bool per_channel = (k.sizes() == std::vector<int64_t>{1, C, 1, 1}) || (k.sizes() == std::vector<int64_t>{C, 1, 1});
+  if (!per_channel || k.impl()->opaque_layout()) return false;
+  const ChannelLayout cl{x.sizes()[0], C, x.sizes()[2] * x.sizes()[3], l->channel_block()};
+  std::vector<float> factor(cl.padded_channels(), K == Arith::Div ? 1.0f : 0.0f);
+  const Tensor kc = contiguous(k);
+  std::copy(kc.data_ptr<float>(), kc.data_ptr<float>() + C, factor.begin());
+  result = new_opaque_like(x);
+  const float* px = opaque_data(x);
+  float* py = opaque_data(result);
+  const float* f = factor.data();
+  if constexpr (K == Arith::Div) channel_map(cl, [=](int64_t i, int64_t c) { py[i] = px[i] / f[c]; });
+  else channel_map(cl, [=](int64_t i, int64_t c) { py[i] = px[i] * f[c]; });
+  return true;
+}
+
 template <Arith K>
 Stack arith_kernel(Stack& a) {
   if constexpr (K == Arith::Add) {
     if (a[0].tensor().impl()->opaque_layout()) {
       Tensor o = new_opaque_like(a[0].tensor());
       if (opaque_add(a, o)) return out(o);
+    }
+    make_plain_args(a);
+  }
+  if constexpr (K == Arith::Mul || K == Arith::Div) {
+    Tensor o;
+    if (opaque_per_channel<K>(a, o)) return out(o);
+    if (K == Arith::Mul && same_opaque_layout(a[0].tensor(), a[1].tensor())) {  // x * y, one layout
+      o = new_opaque_like(a[0].tensor());
+      opaque_binary_into(o, a[0].tensor(), a[1].tensor(), [](float p, float q) { return p * q; });
+      return out(o);
     }
     make_plain_args(a);
   }
@@ -193,6 +230,8 @@ QFLOW_REGISTER_OPS(arithmetic) {
   registry.def("rdiv(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, rdiv_kernel);
   registry.def("add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Add>);
   registry.allow_opaque_layout("add_");
+  registry.allow_opaque_layout("mul");
+  registry.allow_opaque_layout("div");
   registry.def("sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Sub>);
   registry.def("mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Mul>);
   registry.def("div_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Div>);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "qflow/core/dispatch.h"
+#include "qflow/core/opaque_tensor.h"
 #include "qflow/core/ops.h"
 
 namespace qflow::kernels {
@@ -13,14 +14,7 @@ Tensor new_tensor(const std::vector<int64_t>& sizes, DType dtype) {
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 
-Tensor new_opaque_like(const Tensor& like) {
-  const auto& layout = like.impl()->opaque_layout_ptr();
-  QFLOW_ASSERT(layout, "new_opaque_like: tensor of shape {} has no opaque layout", like.sizes());
-  auto impl = std::make_shared<TensorImpl>(Storage::allocate(layout->nbytes()), like.sizes(),
-                                           contiguous_strides(like.sizes()), 0, like.dtype());
-  impl->set_opaque_layout(layout);
-  return Tensor(std::move(impl));
-}
+Tensor new_opaque_like(const Tensor& like) { return empty_opaque_like(like); }
 
 void make_plain_args(const Stack& args) {
   for (const Value& v : args) {

@@ -3,6 +3,7 @@
 // they run over the raw storage, padding included, so f must map zeros to zero (relu, add,
 // the ReLU gradient) for the padding to stay zero.
 #include "kernel_utils.h"
+#include "qflow/core/opaque_tensor.h"
 #include "qflow/core/ops.h"
 #include "qflow/core/parallel.h"
 
@@ -21,15 +22,6 @@ inline bool same_opaque_layout(const Tensor& a, const Tensor& b) {
   const OpaqueLayout* lb = b.impl()->opaque_layout();
   return la && lb && la->same_as(*lb) && a.sizes() == b.sizes() && a.dtype() == DType::Float32 &&
          b.dtype() == DType::Float32;
-}
-
-/// `t` (plain, any strides) in the opaque layout of `like`: a counted conversion.
-inline Tensor to_opaque_layout_of(const Tensor& t, const Tensor& like) {
-  const Tensor plain = contiguous(t);
-  Tensor out = new_opaque_like(like);
-  like.impl()->opaque_layout()->from_plain(plain.data_ptr<float>(), opaque_data(out));
-  count_layout_conversion();
-  return out;
 }
 
 /// out[i] = f(x[i]) over the storage; out may be x (in place).

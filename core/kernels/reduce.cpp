@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "channel_loops.h"
 #include "kernel_utils.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/ops.h"
@@ -226,10 +227,29 @@ std::vector<TensorMeta> sum_to_meta(const Stack& a) {
 }
 
 // x: broadcast of a tensor of shape `sizes` → (sizes), same dtype (a gradient keeps its type).
+// Per-channel sums of a channel-blocked (N, C, H, W) tensor into (1, C, 1, 1) or (C, 1, 1): the
+// gradient of a per-channel factor (QConvBN's running fold) without leaving the blocked layout
+// (Note [Opaque layouts]). Summed like batch norm's statistics (channel_sums, double across runs).
+bool blocked_channel_sum(const Tensor& x, const std::vector<int64_t>& sizes, Tensor& result) {
+  const OpaqueLayout* l = x.impl()->opaque_layout();
+  if (!l || l->channel_block() == 0 || x.dim() != 4 || x.dtype() != DType::Float32) return false;
+  const int64_t C = x.sizes()[1];
+  if (sizes != std::vector<int64_t>{1, C, 1, 1} && sizes != std::vector<int64_t>{C, 1, 1}) return false;
+  const ChannelLayout cl{x.sizes()[0], C, x.sizes()[2] * x.sizes()[3], l->channel_block()};
+  std::vector<double> sums(C, 0.0);
+  const float* px = static_cast<const float*>(x.impl()->data());
+  channel_sums<1>(cl, {sums.data()}, [px](int64_t i, int64_t) { return std::array<float, 1>{px[i]}; });
+  result = new_tensor(sizes, DType::Float32);
+  std::copy(sums.begin(), sums.end(), result.data_ptr<float>());
+  return true;
+}
+
 Stack sum_to_kernel(Stack& a) {
   const Tensor& x = a[0].tensor();
   const auto sizes = a[1].int_list();
   if (x.sizes() == sizes) return out(x);
+  if (Tensor o; blocked_channel_sum(x, sizes, o)) return out(o);
+  make_plain_args(a);
   const auto dims = sum_to_dims(x, sizes);
   // The kept dims are x's non-reduced dims in order, so the output is contiguous in `sizes`.
   Tensor o = new_tensor(sizes, x.dtype());
@@ -250,6 +270,7 @@ QFLOW_REGISTER_OPS(reduce) {
                var_kernel<true>);
   registry.def("logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor", logsumexp_meta, logsumexp_kernel);
   registry.def("sum_to(Tensor self, int[] size) -> Tensor", sum_to_meta, sum_to_kernel);
+  registry.allow_opaque_layout("sum_to");
 }
 
 // ---- typed API --------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "kernel_utils.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/factory.h"
+#include "qflow/core/opaque_tensor.h"
 #include "qflow/core/ops.h"
 #include "reduce_loop.h"
 #include "reducers.h"
@@ -150,6 +151,13 @@ Stack amax_kernel(Stack& a) {
   const Tensor& x = a[0].tensor();
   const auto dims = amax_dims<IsMax>(a);
   Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a[2].to_bool()), x.dtype());
+  // A whole-tensor extremum of a blocked activation (an observer's range) reads its storage
+  // as it is: the order of the elements does not matter (Note [Opaque layouts]).
+  if (is_unpadded_opaque(x) && static_cast<int64_t>(dims.size()) == x.dim()) {
+    extremum_into<IsMax>(o, opaque_storage_as_flat(x), {0});
+    return out(o);
+  }
+  make_plain_args(a);
   extremum_into<IsMax>(o, x, dims);
   return out(o);
 }
@@ -221,6 +229,8 @@ QFLOW_REGISTER_OPS(reduce_minmax) {
   registry.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", arg_meta<false>, arg_kernel<false>);
   registry.def("amax(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", amax_meta<true>, amax_kernel<true>);
   registry.def("amin(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", amax_meta<false>, amax_kernel<false>);
+  registry.allow_opaque_layout("amax");
+  registry.allow_opaque_layout("amin");
   registry.def("value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, int[] sizes, bool keepdim) -> Tensor",
                select_backward_meta, select_backward_kernel);
 }

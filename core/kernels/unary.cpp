@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "kernel_utils.h"
+#include "opaque_elementwise.h"
 #include "loops.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/ops.h"
@@ -75,6 +76,14 @@ template <Exact K>
 Stack exact_kernel(Stack& a) {
   const Tensor& x = a[0].tensor();
   const TensorMeta m = exact_meta<K>(a)[0];
+  if constexpr (K == Exact::Neg) {  // -0 is zero: a blocked layout's padding stays zero
+    if (x.impl()->opaque_layout() && x.dtype() == DType::Float32) {
+      Tensor y = new_opaque_like(x);
+      opaque_unary_into(y, x, [](float v) { return -v; });
+      return out(y);
+    }
+  }
+  make_plain_args(a);
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -159,6 +168,7 @@ Stack math_kernel(Stack& a) {
 QFLOW_REGISTER_OPS(unary) {
   using namespace kernels;
   registry.def("neg(Tensor self) -> Tensor", exact_meta<Exact::Neg>, exact_kernel<Exact::Neg>);
+  registry.allow_opaque_layout("neg");
   registry.def("abs(Tensor self) -> Tensor", exact_meta<Exact::Abs>, exact_kernel<Exact::Abs>);
   registry.def("sign(Tensor self) -> Tensor", exact_meta<Exact::Sign>, exact_kernel<Exact::Sign>);
   registry.def("round(Tensor self) -> Tensor", exact_meta<Exact::Round>, exact_kernel<Exact::Round>);

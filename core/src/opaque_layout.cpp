@@ -2,6 +2,8 @@
 #include "qflow/core/opaque_layout.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 #include "qflow/core/dispatch.h"
 #include "qflow/core/tensor.h"
@@ -14,12 +16,29 @@ std::atomic<int64_t>& conversions() {
   return n;
 }
 
-void make_plain(const Value& v) {
+// QFLOW_LOG_LAYOUT_CONVERSIONS=1 names, on stderr, every op that made an opaque tensor plain:
+// how one finds the op that breaks a chain of blocked layers.
+bool log_conversions() {
+  static const bool on = [] {
+    const char* v = std::getenv("QFLOW_LOG_LAYOUT_CONVERSIONS");
+    return v != nullptr && *v != '\0' && *v != '0';
+  }();
+  return on;
+}
+
+void make_plain(const OpDef& op, const Tensor& t) {
+  if (!t.defined() || !t.impl()->opaque_layout()) return;
+  if (log_conversions())
+    std::fprintf(stderr, "qflow: %s converts a %s tensor of shape [%s] to plain\n", op.name.c_str(),
+                 t.impl()->opaque_layout()->name().c_str(), fmt::format("{}", fmt::join(t.sizes(), ", ")).c_str());
+  t.impl()->make_plain();
+}
+
+void make_plain(const OpDef& op, const Value& v) {
   if (v.is_tensor()) {
-    if (const Tensor& t = v.tensor(); t.defined()) t.impl()->make_plain();
+    make_plain(op, v.tensor());
   } else if (v.is_tensor_list()) {
-    for (const Tensor& t : v.tensor_list())
-      if (t.defined()) t.impl()->make_plain();
+    for (const Tensor& t : v.tensor_list()) make_plain(op, t);
   }
 }
 
@@ -29,7 +48,7 @@ class OpaqueLayoutLayer final : public DispatchLayer {
   std::string_view name() const override { return "opaque_layout"; }
   Stack handle(const OpDef& op, Stack& args, DispatchKeySet remaining) override {
     if (!op.accepts_opaque_layout)
-      for (const Value& v : args) make_plain(v);
+      for (const Value& v : args) make_plain(op, v);
     return Dispatcher::redispatch(op, args, remaining);
   }
 };

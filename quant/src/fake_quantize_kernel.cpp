@@ -8,6 +8,7 @@
 #include "qflow/core/dispatch.h"
 #include "qflow/core/factory.h"
 #include "qflow/core/op_registry.h"
+#include "qflow/core/opaque_tensor.h"
 #include "qflow/core/parallel.h"
 #include "qflow/quant/fake_quantize.h"
 
@@ -142,18 +143,40 @@ void for_each_channel_run(int64_t n, const ChannelLayout& layout, const Fn& fn) 
   });
 }
 
-// self: any shape (read contiguous); scale/zero_point: (1) or (C); out: self's shape, contiguous.
+void make_plain_args_of(const Stack& a) {
+  for (const Value& v : a)
+    if (v.is_tensor() && v.tensor().defined()) v.tensor().impl()->make_plain();
+}
+
+// A per-tensor fake quantization of a blocked activation maps its storage element by element
+// and keeps the layout (Note [Opaque layouts] in core); per-channel ones (weights) and padded
+// layouts (whose zero padding a zero point outside the grid would not keep) are made plain.
+bool keeps_opaque_layout(const Stack& a, size_t self, const ChannelLayout& layout) {
+  const Tensor& x = a[self].tensor();
+  if (layout.channels == 1 && x.dtype() == DType::Float32 && is_unpadded_opaque(x)) return true;
+  make_plain_args_of(a);
+  return false;
+}
+
+// The storage `t` is read from: its own for blocked tensors, a contiguous copy otherwise.
+Tensor storage_order(const Tensor& t, bool opaque) { return opaque ? t : t.contiguous(); }
+template <typename T>
+T* elements(const Tensor& t) { return static_cast<T*>(opaque_storage_ptr(t)); }
+
+// self: any shape (read contiguous); scale/zero_point: (1) or (C); out: self's shape, contiguous
+// (or self's opaque layout).
 Stack fake_quantize_kernel(Stack& a) {
   const ChannelLayout layout = check_args(a, 0, "fake_quantize");
-  const Tensor x = a[0].tensor().contiguous();
-  Tensor y = empty(x.sizes(), x.dtype());
+  const bool opaque = keeps_opaque_layout(a, 0, layout);
+  const Tensor x = storage_order(a[0].tensor(), opaque);
+  Tensor y = opaque ? empty_opaque_like(x) : empty(x.sizes(), x.dtype());
   visit_floating(x.dtype(), "fake_quantize", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> s, z;
     read_qparams(a[1].tensor(), a[2].tensor(), "fake_quantize", s, z);
     const T lo = static_cast<T>(a[3].to_int()), hi = static_cast<T>(a[4].to_int());
-    const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    const T* px = elements<T>(x);
+    T* py = elements<T>(y);
     for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
       quantize_run(px + b, py + b, e - b, s[c], z[c], lo, hi);
     });
@@ -164,17 +187,19 @@ Stack fake_quantize_kernel(Stack& a) {
 // grad_output, self: same shape; result: grad_output masked by the clipped estimator.
 Stack fake_quantize_backward_kernel(Stack& a) {
   const ChannelLayout layout = check_args(a, 1, "fake_quantize_backward");
-  const Tensor x = a[1].tensor().contiguous();
-  const Tensor g = a[0].tensor().to(x.dtype()).contiguous();
-  Tensor y = empty(x.sizes(), x.dtype());
+  const bool opaque = keeps_opaque_layout(a, 1, layout) && a[0].tensor().dtype() == DType::Float32;
+  if (!opaque) make_plain_args_of(a);
+  const Tensor x = storage_order(a[1].tensor(), opaque);
+  const Tensor g = opaque ? to_opaque_layout_of(a[0].tensor(), x) : a[0].tensor().to(x.dtype()).contiguous();
+  Tensor y = opaque ? empty_opaque_like(x) : empty(x.sizes(), x.dtype());
   visit_floating(x.dtype(), "fake_quantize_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> s, z;
     read_qparams(a[2].tensor(), a[3].tensor(), "fake_quantize_backward", s, z);
     const T lo = static_cast<T>(a[4].to_int()), hi = static_cast<T>(a[5].to_int());
-    const T* pg = g.data_ptr<T>();
-    const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    const T* pg = elements<T>(g);
+    const T* px = elements<T>(x);
+    T* py = elements<T>(y);
     for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
       clip_gradient_run(pg + b, px + b, py + b, e - b, s[c], z[c], lo, hi);
     });
@@ -195,6 +220,8 @@ QFLOW_REGISTER_OPS(fake_quantize) {
       "fake_quantize_backward(Tensor grad_output, Tensor self, Tensor scale, Tensor zero_point, int quant_min, "
       "int quant_max, int axis=0) -> Tensor",
       fake_quantize_backward_meta, fake_quantize_backward_kernel);
+  registry.allow_opaque_layout("fake_quantize");
+  registry.allow_opaque_layout("fake_quantize_backward");
 }
 
 namespace qflow::quant {

@@ -57,8 +57,8 @@ QParams compute_qparams(const Tensor& min, const Tensor& max, const QConfig& qco
 }
 
 Range tensor_range(const Tensor& x, bool per_channel) {
-  NoGradGuard no_grad;
-  const Tensor d = x.detach();
+  NoGradGuard no_grad;  // records nothing; x itself, so a blocked activation stays blocked
+  const Tensor& d = x;
   QFLOW_CHECK(d.is_floating_point() && d.numel() > 0, "tensor_range: expected a non-empty floating point tensor, got {} {}",
               d.sizes(), d.dtype());
   if (!per_channel || d.dim() == 0) return {amin(d).reshape({1}).to(DType::Float32), amax(d).reshape({1}).to(DType::Float32)};

@@ -153,6 +153,46 @@ TEST_F(OpaqueLayoutTest, GradientsThroughABlockedBlockEqualThePlainOnes) {
   for (size_t i = 0; i < blocked.size(); ++i) EXPECT_LT(relative_error(blocked[i], plain[i]), 2e-6) << "result " << i;
 }
 
+TEST_F(OpaqueLayoutTest, PerChannelFactorsProductsNegationAndChannelSumsKeepTheLayout) {
+  // What QConvBN's running fold and its gradient do to a convolution's output.
+  for (int64_t channels : {20, 32}) {  // with and without padding lanes
+    const Blocked x = blocked_activation(13, channels), y = blocked_activation(14, channels);
+    manual_seed(15);
+    const Tensor k = rand({1, channels, 1, 1}) + 0.5;
+    const Tensor q = div(x.blocked, k);
+    EXPECT_NE(layout_of(q), "plain");
+    EXPECT_EQ(to_vector<float>(q), to_vector<float>(div(x.plain, k)));
+    const Tensor p = mul(blocked_activation(13, channels).blocked, k.view({channels, 1, 1}));
+    EXPECT_NE(layout_of(p), "plain");
+    EXPECT_EQ(to_vector<float>(p), to_vector<float>(mul(x.plain, k.view({channels, 1, 1}))));
+    const Tensor m = mul(blocked_activation(13, channels).blocked, y.blocked);
+    EXPECT_NE(layout_of(m), "plain");
+    EXPECT_EQ(to_vector<float>(m), to_vector<float>(mul(x.plain, y.plain)));
+    const Tensor n = neg(blocked_activation(13, channels).blocked);
+    EXPECT_NE(layout_of(n), "plain");
+    EXPECT_EQ(to_vector<float>(n), to_vector<float>(neg(x.plain)));
+    const Tensor b = blocked_activation(13, channels).blocked;
+    const int64_t before = layout_conversion_count();
+    const Tensor s = sum_to(b, {1, channels, 1, 1});
+    EXPECT_EQ(layout_conversion_count(), before) << "a per-channel sum reads the blocked layout";
+    EXPECT_LT(relative_error(s, sum_to(x.plain.to(DType::Float64), {1, channels, 1, 1})), 1e-6);
+  }
+}
+
+TEST_F(OpaqueLayoutTest, WholeTensorExtremaReadUnpaddedStorageAsItIs) {
+  const Blocked full = blocked_activation(16, 32), padded = blocked_activation(16, 20);
+  const int64_t before = layout_conversion_count();
+  EXPECT_EQ(amax(full.blocked).item<float>(), amax(full.plain).item<float>());
+  EXPECT_EQ(amin(full.blocked).item<float>(), amin(full.plain).item<float>());
+  EXPECT_EQ(layout_conversion_count(), before);
+  EXPECT_NE(layout_of(full.blocked), "plain");
+  // Padding lanes hold zeros that are not elements: a padded tensor is read plain.
+  const Tensor squares = mul(padded.blocked, blocked_activation(16, 20).blocked);  // > 0, padding 0
+  ASSERT_NE(layout_of(squares), "plain");
+  EXPECT_GT(amin(squares).item<float>(), 0.0f);
+  EXPECT_EQ(amin(squares).item<float>(), amin(mul(padded.plain, padded.plain)).item<float>());
+}
+
 TEST_F(OpaqueLayoutTest, SavedActivationsKeepTheirLayoutAfterTheOriginalIsConverted) {
   // relu saves its output; reading that output afterwards converts the original tensor in
   // place, and the saved alias must still describe its own bytes.
