@@ -164,11 +164,25 @@ std::unique_ptr<Plan> make_plan(const ConvGeometry& g, Pass pass, Algo algo, boo
   return plan;
 }
 
-/// Winograd is worth it (measured with qflow-bench-conv, README "Performance"): on 3x3 stride-1
-/// layers with at least 16 input and output channels; below that the transforms dominate.
+/// Winograd is worth it (measured with qflow-bench-conv, README "Performance") on 3x3 stride-1
+/// layers with at least 16 input and output channels (below that the transforms dominate: the
+/// 3-channel stem runs at 0.3x direct) and at least 64 output tiles of 4x4 in the batch: its
+/// speed over direct was 0.61-0.70x at 16 tiles (batch 1 at 16x16, 8x8 and 4x4 maps), 1.09-1.35x
+/// at 64 and 1.5-2.3x from 256 tiles on (batch 128 at every ResNet18 shape).
 bool winograd_pays(const ConvGeometry& g) {
-  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.c >= 16 && g.o >= 16;
+  const int64_t tiles = g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4);
+  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.c >= 16 && g.o >= 16 &&
+         tiles >= 64;
 }
+
+/// Note [Winograd's scratchpad]
+/// Winograd keeps its transformed tiles in the scratchpad, and the one scratchpad (Note [One
+/// scratchpad]) grows to the largest request of the process. At batch 128 ResNet18's requests
+/// are 9-17 MB (64 and 128 channels), 35-53 MB (256) and 63 MB, but 141 MB for the backward
+/// weights of the 512-channel layers: with it a training step peaked at 1204 MB against
+/// PyTorch's 1164 MB. Auto runs direct where Winograd would need more than this cap (that pass
+/// then runs 2.3x slower, ~7 % of the step).
+constexpr size_t kMaxWinogradScratchpad = size_t{64} << 20;
 
 bool wants_winograd(const ConvGeometry& g) {
   switch (conv_algorithm()) {
@@ -194,6 +208,8 @@ Plan& plan_for(const ConvGeometry& g, Pass pass, bool bias) {
     } catch (const dnnl::error&) {
       // Not implemented for this shape or CPU: remember the direct plan under the Winograd key.
     }
+    if (plan && conv_algorithm() == ConvAlgorithm::Auto && plan->scratch.get_size() > kMaxWinogradScratchpad)
+      plan.reset();
   }
   if (!plan) plan = make_plan(g, pass, Algo::convolution_direct, bias);
   ++c.stats.primitive_misses;
@@ -201,21 +217,30 @@ Plan& plan_for(const ConvGeometry& g, Pass pass, bool bias) {
 }
 
 /// w (plain OIHW) in the plan's weight layout, reordered once per version of its storage.
+/// Note [Which reordered weights are kept]: a weight whose version changed since the plan last
+/// saw it is being trained, and the next call will bring yet another version, so its reorder is
+/// used once and not kept (keeping them cost 90 MB of ResNet18 training memory for no reuse:
+/// the forward and backward-data plans hold one copy each). Weights seen at the same version
+/// again (inference, evaluation) keep theirs.
 Tensor weights_in_layout(Plan& plan, const Tensor& w) {
   if (!plan.w_plain.prim) return w;
   auto& c = cache();
   std::lock_guard lock(c.mutex);
   const std::shared_ptr<Storage>& storage = w.impl()->storage();
+  const uint64_t version = storage->version();
   CachedWeight& e = plan.weights[w.data_ptr<float>()];
-  if (e.buffer.defined() && e.storage.lock() == storage && e.version == storage->version()) {
+  const bool same_weight = e.storage.lock() == storage;
+  if (same_weight && e.version == version && e.buffer.defined()) {
     ++c.stats.weight_reuses;
     return e.buffer;
   }
   for (auto it = plan.weights.begin(); it != plan.weights.end();)  // forget dead weights
     it = it->second.storage.expired() && &it->second != &e ? plan.weights.erase(it) : std::next(it);
-  e = CachedWeight{storage, storage->version(), plan.w_plain.apply(w)};
+  Tensor reordered = plan.w_plain.apply(w);
   ++c.stats.weight_reorders;
-  return e.buffer;
+  const bool training = same_weight && e.version != version;
+  e = CachedWeight{storage, version, training ? Tensor() : reordered};
+  return reordered;
 }
 
 void execute(const Plan& plan, std::unordered_map<int, memory> args) {
