@@ -37,7 +37,7 @@ Stack relu_kernel(Stack& a) {
   const TensorMeta m = relu_meta(a)[0];
   if (x.impl()->opaque_layout()) {  // blocked activations stay blocked (Note [Opaque layouts])
     Tensor y = new_opaque_like(x);
-    opaque_unary_into(y, x, relu_fn<float>);
+    opaque_unary_into(y, x, [](float v) { return relu_fn(v); });  // a lambda inlines; a function pointer does not
     return out(y);
   }
   Tensor y = new_tensor(m.sizes, m.dtype);
@@ -53,7 +53,7 @@ Stack relu_inplace_kernel(Stack& a) {
   Tensor& self = a[0].tensor();
   check_relu_dtype(self.dtype(), "relu_");
   if (self.impl()->opaque_layout()) {
-    opaque_unary_into(self, self, relu_fn<float>);
+    opaque_unary_into(self, self, [](float v) { return relu_fn(v); });
     self.impl()->storage()->bump_version();
     return out(self);
   }
