@@ -23,7 +23,14 @@ TensorList mul_backward(const BackwardContext& ctx, const TensorList& g) {
 TensorList div_backward(const BackwardContext& ctx, const TensorList& g) {
   const Tensor& b = ctx.input(1);
   Tensor ga = ctx.needs_grad(0) ? div(g[0], b) : Tensor();
-  Tensor gb = ctx.needs_grad(1) ? mul(div(div(g[0], b), b), ctx.input(0)).neg() : Tensor();
+  Tensor gb;
+  if (ctx.needs_grad(1)) {
+    const Tensor& a = ctx.input(0);
+    // A broadcast divisor (QConvBN's per-channel factor): reduce g * a to b's shape first and
+    // divide the small result, two passes over the activation instead of five.
+    if (b.numel() < g[0].numel() && a.sizes() == g[0].sizes()) gb = div(sum_to(mul(g[0], a), b.sizes()), mul(b, b)).neg();
+    else gb = mul(div(div(g[0], b), b), a).neg();
+  }
   return {ga, gb};
 }
 TensorList identity_backward(const BackwardContext&, const TensorList& g) { return {g[0]}; }
