@@ -1,6 +1,7 @@
 // qflow-train: train a zoo model on CIFAR-10, Fashion-MNIST, MNIST or a folder of PNGs.
 #include <csignal>
 
+#include "../common/openmp_defaults.h"
 #include "trainer.h"
 
 namespace {
@@ -11,6 +12,7 @@ extern "C" void on_sigint(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qflow::tools::use_short_openmp_spin(argv);  // See Note [OpenMP spinning beside other work]
   CLI::App app{"qflow-train — train a model from the qflow zoo (defaults: the CIFAR ResNet18 recipe)"};
   qflow::tools::TrainOptions options;
   qflow::tools::add_train_options(app, options);
