@@ -31,23 +31,17 @@ bool BlockedLayout::same_as(const OpaqueLayout& other) const {
   return o && (o == this || o->md_ == md_);
 }
 
-void BlockedLayout::to_plain(const void* src, void* dst) const {
-  std::call_once(reorders_once_, [&] {
+void BlockedLayout::reorder(bool to_plain, const void* src, void* dst) const {
+  std::call_once(reorders_once_, [&] {  // built on first use: most layouts are never converted
     to_plain_.emplace(dnnl::reorder::primitive_desc(engine(), md_, engine(), plain_));
     from_plain_.emplace(dnnl::reorder::primitive_desc(engine(), plain_, engine(), md_));
   });
-  auto s = view(md_, src), d = view(plain_, dst);
-  to_plain_->execute(stream(), {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
+  auto s = view(to_plain ? md_ : plain_, src), d = view(to_plain ? plain_ : md_, dst);
+  (to_plain ? *to_plain_ : *from_plain_).execute(stream(), {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
 }
 
-void BlockedLayout::from_plain(const void* src, void* dst) const {
-  std::call_once(reorders_once_, [&] {
-    to_plain_.emplace(dnnl::reorder::primitive_desc(engine(), md_, engine(), plain_));
-    from_plain_.emplace(dnnl::reorder::primitive_desc(engine(), plain_, engine(), md_));
-  });
-  auto s = view(plain_, src), d = view(md_, dst);
-  from_plain_->execute(stream(), {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
-}
+void BlockedLayout::to_plain(const void* src, void* dst) const { reorder(true, src, dst); }
+void BlockedLayout::from_plain(const void* src, void* dst) const { reorder(false, src, dst); }
 
 const BlockedLayout* blocked_layout(const Tensor& t) {
   return t.defined() ? dynamic_cast<const BlockedLayout*>(t.impl()->opaque_layout()) : nullptr;

@@ -23,6 +23,8 @@ class BlockedLayout final : public OpaqueLayout {
   void from_plain(const void* src, void* dst) const override;
 
  private:
+  void reorder(bool to_plain, const void* src, void* dst) const;
+
   dnnl::memory::desc md_, plain_;
   int64_t block_ = 0;
   std::string name_;
