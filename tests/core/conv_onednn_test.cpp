@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "qflow/qflow.h"
+#include "relative_error.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -37,16 +38,7 @@ std::string shapes(const Geometry& g) {
   return "input " + ::testing::PrintToString(g.x) + " weight " + ::testing::PrintToString(g.w);
 }
 
-// Max |a - b| over max |b|: the error relative to the output's scale.
-double relative_error(const Tensor& a, const Tensor& b) {
-  const auto va = to_vector<double>(a), vb = to_vector<double>(b);
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    err = std::max(err, std::abs(va[i] - vb[i]));
-    scale = std::max(scale, std::abs(vb[i]));
-  }
-  return scale == 0 ? err : err / scale;
-}
+using qflow::testing_util::relative_error;
 
 struct Result {
   Tensor y, gx, gw, gb;

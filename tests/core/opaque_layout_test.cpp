@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "qflow/qflow.h"
+#include "relative_error.h"
 
 using namespace qflow;
 
@@ -17,17 +18,7 @@ std::string layout_of(const Tensor& t) {
   return l ? l->name() : "plain";
 }
 
-// Max |a - b| over max |b|.
-double relative_error(const Tensor& a, const Tensor& b) {
-  const auto va = to_vector<double>(a), vb = to_vector<double>(b);
-  EXPECT_EQ(va.size(), vb.size());
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    err = std::max(err, std::abs(va[i] - vb[i]));
-    scale = std::max(scale, std::abs(vb[i]));
-  }
-  return scale == 0 ? err : err / scale;
-}
+using qflow::testing_util::relative_error;
 
 // A blocked activation: the output of a oneDNN convolution (20 channels: 16 + 4 and 12 lanes
 // of padding in the second block), and the plain tensor with the same values.

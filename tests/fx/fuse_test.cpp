@@ -4,6 +4,8 @@
 
 #include "fx_test_util.h"
 
+#include "relative_error.h"
+
 using namespace qflow;
 using namespace fxtest;
 using ::testing::ElementsAre;
@@ -35,16 +37,7 @@ void randomise_batch_norms(nn::Module& model) {
   }
 }
 
-// max |got - want| / max |want|: the error relative to the output's scale.
-double relative_error(const Tensor& got, const Tensor& want) {
-  const auto g = to_vector<double>(got), w = to_vector<double>(want);
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    diff = std::max(diff, std::abs(g[i] - w[i]));
-    scale = std::max(scale, std::abs(w[i]));
-  }
-  return diff / scale;
-}
+using qflow::testing_util::relative_error;
 
 }  // namespace
 
