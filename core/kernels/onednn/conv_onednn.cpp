@@ -206,7 +206,8 @@ Plan& plan_for(const ConvGeometry& g, Pass pass, bool bias) {
     try {
       plan = make_plan(g, pass, Algo::convolution_winograd, bias);
     } catch (const dnnl::error&) {
-      // Not implemented for this shape or CPU: remember the direct plan under the Winograd key.
+      // oneDNN has no Winograd kernel for this shape or CPU (it needs AVX-512): the direct plan
+      // built below serves under the Winograd key, so the lookup is not repeated.
     }
     if (plan && conv_algorithm() == ConvAlgorithm::Auto && plan->scratch.get_size() > kMaxWinogradScratchpad)
       plan.reset();
