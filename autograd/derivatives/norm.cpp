@@ -1,5 +1,6 @@
 // Derivatives of core/kernels/norm.cpp: batch_norm and native_batch_norm, both through the
-// native_batch_norm_backward op (see Note [Batch norm saves no statistics]).
+// native_batch_norm_backward op (see Note [Batch norm saves no statistics]), and
+// batch_norm_relu through its fused backward.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"
 
@@ -32,9 +33,22 @@ TensorList native_batch_norm_rule(const BackwardContext& ctx, const TensorList& 
   return {gx, g[0].defined() ? gw : Tensor(), g[0].defined() ? gb : Tensor(), Tensor(), Tensor()};
 }
 
+// batch_norm_relu: one fused backward masks with the saved output (Note [Batch norm fused
+// with ReLU] in core/kernels/norm.cpp). Saved: input, weight, running stats (eval) and output.
+TensorList batch_norm_relu_rule(const BackwardContext& ctx, const TensorList& g) {
+  const bool training = ctx.arg(5).to_bool();
+  const Tensor running_mean = training ? Tensor() : ctx.input(3);
+  const Tensor running_var = training ? Tensor() : ctx.input(4);
+  auto [gx, gw, gb] = batch_norm_relu_backward(g[0], ctx.output(0), ctx.input(0), maybe(ctx, 1), running_mean,
+                                               running_var, training, ctx.arg(7).to_double());
+  return {gx, gw, gb, Tensor(), Tensor()};
+}
+
 }  // namespace
 
 QFLOW_REGISTER_DERIVATIVES(norm) {
+  registry.def("batch_norm_relu", {.node_name = "BatchNormReluBackward", .save_inputs = save_inputs({0, 1, 3, 4}),
+                                   .save_outputs = true, .backward = batch_norm_relu_rule});
   registry.def("batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = save_inputs({0, 1, 3, 4}),
                               .backward = batch_norm_rule});
   registry.def("native_batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = save_inputs({0, 1, 3, 4}),

@@ -5,6 +5,7 @@
 #include "kernel_utils.h"
 #include "loops.h"
 #include "opaque_elementwise.h"
+#include "relu_fn.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
@@ -17,12 +18,6 @@ namespace {
 
 void check_relu_dtype(DType t, const char* op) {
   QFLOW_CHECK(t != DType::Bool, "{}: not supported for bool tensors", op);
-}
-
-// `x < 0 ? 0 : x` rather than max(x, 0) so that NaN propagates; compiles to a SIMD max.
-template <typename T>
-T relu_fn(T x) {
-  return x < T(0) ? T(0) : x;
 }
 
 std::vector<TensorMeta> relu_meta(const Stack& a) {

@@ -1,5 +1,6 @@
-// Batch normalization: batch_norm, native_batch_norm (which also returns its statistics) and
-// native_batch_norm_backward.
+// Batch normalization: batch_norm, native_batch_norm (which also returns its statistics),
+// native_batch_norm_backward, and batch norm fused with the ReLU after it (batch_norm_relu and
+// its backward).
 //
 // Note [Batch norm saves no statistics]
 // batch_norm is the public op and returns one tensor (so a traced graph holds a plain
@@ -8,12 +9,21 @@
 // loop the forward used (bitwise the same values, one extra read of the input: small next
 // to the convolutions around a BN). native_batch_norm returns the statistics for callers
 // that want them, and its backward uses the saved ones.
+//
+// Note [Batch norm fused with ReLU]
+// relu(batch_norm(x)) is the most common pair in a CNN. batch_norm_relu applies the ReLU as it
+// writes the output, and batch_norm_relu_backward masks the incoming gradient with the output
+// (> 0, relu's rule) inside the two passes batch norm's backward makes anyway. That saves the
+// ReLU's pass and tensor forward, and threshold_backward's pass and tensor backward. Both run
+// the unfused code with one more step per element, so fused results equal relu(batch_norm(x))
+// and its gradients bit for bit (tests/core/fused_activation_test.cpp).
 #include <cmath>
 #include <vector>
 
 #include "channel_loops.h"
 #include "kernel_utils.h"
 #include "opaque_elementwise.h"
+#include "relu_fn.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
@@ -129,9 +139,10 @@ struct BnOutputs {
   Tensor out, mean, invstd;
 };
 
-// y = (x - mean) * invstd * weight + bias, computed as x * scale[c] + shift[c].
+// y = (x - mean) * invstd * weight + bias, computed as x * scale[c] + shift[c]; with `relu`,
+// y = relu(that) (Note [Batch norm fused with ReLU]).
 template <typename T>
-BnOutputs bn_forward(const Stack& a, const BnShape& s) {
+BnOutputs bn_forward(const Stack& a, const BnShape& s, bool relu = false) {
   const Tensor x = a[0].tensor().impl()->opaque_layout() ? a[0].tensor() : contiguous(a[0].tensor());
   const ChannelLayout l = channel_layout(x, s);
   const Tensor w = opt(a[1]), b = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]);
@@ -170,7 +181,8 @@ BnOutputs bn_forward(const Stack& a, const BnShape& s) {
   T* py = raw<T>(o.out);
   const T* psc = scale.data();
   const T* psh = shift.data();
-  channel_map(l, [=](int64_t i, int64_t c) { py[i] = px[i] * psc[c] + psh[c]; });
+  if (relu) channel_map(l, [=](int64_t i, int64_t c) { py[i] = relu_fn(px[i] * psc[c] + psh[c]); });
+  else channel_map(l, [=](int64_t i, int64_t c) { py[i] = px[i] * psc[c] + psh[c]; });
   return o;
 }
 
@@ -186,13 +198,20 @@ void plain_unless_channel_blocked(const Stack& a, size_t input) {
   if (l && l->channel_block() == 0) make_plain_args(a);
 }
 
+template <bool kRelu>
 Stack batch_norm_kernel(Stack& a) {
+  constexpr const char* op = kRelu ? "batch_norm_relu" : "batch_norm";
   plain_unless_channel_blocked(a, 0);
-  const BnShape s = check_bn_args(a, "batch_norm");
-  return visit_floating(a[0].tensor().dtype(), "batch_norm", [&](auto tag) {
+  const BnShape s = check_bn_args(a, op);
+  return visit_floating(a[0].tensor().dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return out(bn_forward<T>(a, s).out);
+    return out(bn_forward<T>(a, s, kRelu).out);
   });
+}
+
+std::vector<TensorMeta> batch_norm_relu_meta(const Stack& a) {
+  check_bn_args(a, "batch_norm_relu");
+  return one(a[0].tensor().sizes(), a[0].tensor().dtype());
 }
 
 // x: (N, C, ...) → (y: (N, C, ...), mean: (C,), invstd: (C,))
@@ -236,8 +255,10 @@ std::vector<TensorMeta> bn_backward_meta(const Stack& a) {
 //        + grad_mean / M - grad_invstd invstd^3 xmu / M                        (through the stats)
 // computed as dx = k1 dy + k2 xmu + k3. Eval: dx = w invstd dy (the stats are constants).
 // dweight = sum(dy xmu) invstd, dbias = sum(dy) in both modes.
-template <typename T>
-Stack bn_backward(const Stack& a, const BnShape& s) {
+// kMasked: dy is the incoming gradient where relu_out > 0 and 0 elsewhere (the backward of
+// batch_norm_relu, Note [Batch norm fused with ReLU]); relu_out is laid out like the input.
+template <typename T, bool kMasked = false>
+Stack bn_backward(const Stack& a, const BnShape& s, const Tensor& relu_out = Tensor()) {
   const Tensor x = a[1].tensor().impl()->opaque_layout() ? a[1].tensor() : contiguous(a[1].tensor());
   const ChannelLayout l = channel_layout(x, s);
   const Tensor gy_in = opt(a[0]);
@@ -263,11 +284,19 @@ Stack bn_backward(const Stack& a, const BnShape& s) {
   std::vector<double> sum_dy(s.C, 0.0), sum_dy_xmu(s.C, 0.0);
   std::vector<T> mean_t(l.padded_channels(), T(0));
   std::copy(mean.begin(), mean.end(), mean_t.begin());
+  // The incoming gradient at i, masked by the ReLU's output when fused.
+  const T* pmask = kMasked ? raw<T>(relu_out) : nullptr;
+  const auto dy = [pmask](const T* pg, int64_t i) {
+    if constexpr (kMasked) return pmask[i] > T(0) ? pg[i] : T(0);  // threshold_backward's select
+    else return pg[i];
+  };
   if (gy.defined()) {
     const T* pg = raw<T>(gy);
     const T* mu = mean_t.data();
-    channel_sums<2>(l, {sum_dy.data(), sum_dy_xmu.data()},
-                    [pg, px, mu](int64_t i, int64_t c) { return std::array<T, 2>{pg[i], pg[i] * (px[i] - mu[c])}; });
+    channel_sums<2>(l, {sum_dy.data(), sum_dy_xmu.data()}, [pg, px, mu, dy](int64_t i, int64_t c) {
+      const T g = dy(pg, i);
+      return std::array<T, 2>{g, g * (px[i] - mu[c])};
+    });
   }
 
   Tensor gx = new_like_input(x), gw = new_tensor({s.C}, x.dtype()), gb = new_tensor({s.C}, x.dtype());
@@ -284,7 +313,7 @@ Stack bn_backward(const Stack& a, const BnShape& s) {
   const T *pk1 = k1.data(), *pk2 = k2.data(), *pk3 = k3.data(), *pmu = mean_t.data();
   if (gy.defined()) {
     const T* pg = raw<T>(gy);
-    channel_map(l, [=](int64_t i, int64_t c) { pgx[i] = pk1[c] * pg[i] + pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
+    channel_map(l, [=](int64_t i, int64_t c) { pgx[i] = pk1[c] * dy(pg, i) + pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
   } else {
     channel_map(l, [=](int64_t i, int64_t c) { pgx[i] = pk2[c] * (px[i] - pmu[c]) + pk3[c]; });
   }
@@ -303,6 +332,33 @@ Stack bn_backward_kernel(Stack& a) {
 
 Value opt_value(const Tensor& t) { return t.defined() ? Value(t) : Value(); }
 
+// Arguments: grad_out, output (of batch_norm_relu), input, weight?, running_mean?, running_var?,
+// train, eps.
+std::vector<TensorMeta> bn_relu_backward_meta(const Stack& a) {
+  const Tensor &g = a[0].tensor(), &y = a[1].tensor(), &x = a[2].tensor();
+  QFLOW_CHECK(g.sizes() == x.sizes() && y.sizes() == x.sizes(),
+              "batch_norm_relu_backward: grad_output has shape {} and output has shape {}, expected the input's shape {}",
+              g.sizes(), y.sizes(), x.sizes());
+  QFLOW_CHECK(g.dtype() == x.dtype() && y.dtype() == x.dtype(),
+              "batch_norm_relu_backward: grad_output ({}) and output ({}) must have the input's dtype {}", g.dtype(),
+              y.dtype(), x.dtype());
+  return bn_backward_meta(Stack{a[0], a[2], a[3], a[4], a[5], Value(), Value(), a[6], a[7], Value(), Value()});
+}
+
+Stack bn_relu_backward_kernel(Stack& a) {
+  plain_unless_channel_blocked(a, 2);
+  bn_relu_backward_meta(a);
+  // native_batch_norm_backward's arguments, the statistics recomputed from the input.
+  const Stack native{a[0], a[2], a[3], a[4], a[5], Value(), Value(), a[6], a[7], Value(), Value()};
+  const Tensor& x = a[2].tensor();
+  const BnShape s = bn_shape(x, "batch_norm_relu_backward");
+  const Tensor y = like_input(a[1].tensor(), x.impl()->opaque_layout() ? x : contiguous(x));
+  return visit_floating(x.dtype(), "batch_norm_relu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return bn_backward<T, true>(native, s, y);
+  });
+}
+
 }  // namespace
 }  // namespace kernels
 
@@ -311,7 +367,7 @@ QFLOW_REGISTER_OPS(norm) {
   registry.def(
       "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
       "bool training, float momentum=0.1, float eps=1e-05) -> Tensor",
-      batch_norm_meta, batch_norm_kernel);
+      batch_norm_meta, batch_norm_kernel<false>);
   registry.def(
       "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
       "bool training, float momentum=0.1, float eps=1e-05) -> (Tensor, Tensor, Tensor)",
@@ -321,8 +377,18 @@ QFLOW_REGISTER_OPS(norm) {
       "Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, Tensor? grad_mean=None, "
       "Tensor? grad_invstd=None) -> (Tensor, Tensor, Tensor)",
       bn_backward_meta, bn_backward_kernel);
+  registry.def(
+      "batch_norm_relu(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+      "bool training, float momentum=0.1, float eps=1e-05) -> Tensor",
+      batch_norm_relu_meta, batch_norm_kernel<true>);
+  registry.def(
+      "batch_norm_relu_backward(Tensor grad_out, Tensor output, Tensor input, Tensor? weight, Tensor? running_mean, "
+      "Tensor? running_var, bool train, float eps) -> (Tensor, Tensor, Tensor)",
+      bn_relu_backward_meta, bn_relu_backward_kernel);
   // Channel-blocked activations stay blocked through batch norm (Note [Opaque layouts]).
-  for (const char* op : {"batch_norm", "native_batch_norm", "native_batch_norm_backward"}) registry.allow_opaque_layout(op);
+  for (const char* op : {"batch_norm", "native_batch_norm", "native_batch_norm_backward", "batch_norm_relu",
+                         "batch_norm_relu_backward"})
+    registry.allow_opaque_layout(op);
 }
 
 // ---- typed API --------------------------------------------------------------------------------
@@ -339,6 +405,24 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   QFLOW_OP_HANDLE("batch_norm");
   return call_tensor(op, {input, opt_value(weight), opt_value(bias), opt_value(running_mean), opt_value(running_var),
                           training, momentum, eps});
+}
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps) {
+  using kernels::opt_value;
+  QFLOW_OP_HANDLE("batch_norm_relu");
+  return call_tensor(op, {input, opt_value(weight), opt_value(bias), opt_value(running_mean), opt_value(running_var),
+                          training, momentum, eps});
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(const Tensor& grad_output, const Tensor& output,
+                                                            const Tensor& input, const Tensor& weight,
+                                                            const Tensor& running_mean, const Tensor& running_var,
+                                                            bool training, double eps) {
+  using kernels::opt_value;
+  QFLOW_OP_HANDLE("batch_norm_relu_backward");
+  return three(Dispatcher::call(op.get(), {grad_output, output, input, opt_value(weight), opt_value(running_mean),
+                                           opt_value(running_var), training, eps}));
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -190,3 +190,22 @@ TEST(NnOpsGradTest, TrainingStepThroughBatchNormReluAndCrossEntropy) {
       },
       {x, w, b}));
 }
+
+// ---- fused activations (core/kernels/norm.cpp, add_relu.cpp) ----------------------------------
+// The inputs keep every pre-activation away from 0, where relu's derivative jumps.
+
+TEST(NnOpsGradTest, BatchNormReluTrainingAndEvalWrtInputWeightBias) {
+  Tensor x = leaf({3, 2, 3, 3}, 0.3, 2.0), w = leaf({2}, 1.0, 0.5, 1.0), b = leaf({2}, 2.0, 0.05);
+  Tensor rm = from_vector<double>({0.1, -0.2}), rv = from_vector<double>({1.5, 0.5});
+  for (bool training : {true, false}) {
+    EXPECT_TRUE(gradcheck(
+        [&](const TensorList& in) { return batch_norm_relu(in[0], in[1], in[2], rm, rv, training, 0.1, 1e-5); },
+        {x, w, b}))
+        << "training " << training;
+  }
+}
+
+TEST(NnOpsGradTest, AddReluWrtBothInputsWithBroadcast) {
+  Tensor a = leaf({2, 3, 4}, 0.5, 1.0), b = leaf({3, 1}, 1.5, 0.3, 0.01);
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return add_relu(in[0], in[1]); }, {a, b}));
+}

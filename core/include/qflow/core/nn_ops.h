@@ -35,6 +35,17 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                                                      const Tensor& running_mean, const Tensor& running_var,
                                                      bool training, double momentum = 0.1, double eps = 1e-5);
 
+/// relu(batch_norm(...)) in one pass, equal to the pair bit for bit (training updates the
+/// running stats the same way). Its gradient masks with the output inside batch norm's backward.
+Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+/// Gradients (input, weight, bias) of batch_norm_relu: native_batch_norm_backward of
+/// grad_output where output > 0 (0 elsewhere), the statistics recomputed from input.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(const Tensor& grad_output, const Tensor& output,
+                                                            const Tensor& input, const Tensor& weight,
+                                                            const Tensor& running_mean, const Tensor& running_var,
+                                                            bool training, double eps);
+
 /// Gradients (input, weight, bias) of batch normalization. `save_mean`/`save_invstd` are the
 /// statistics the forward used; undefined in training means "recompute them from input"
 /// (exactly what the forward computed). `grad_mean`/`grad_invstd` are incoming gradients of
@@ -61,6 +72,9 @@ Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self, double
 /// grad_output where self > threshold, 0 elsewhere: relu's gradient from its output (and
 /// the one kernel that joins a plain gradient to blocked activations, Note [Opaque layouts]).
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);
+/// relu(self + other) in one pass (broadcasting like add), equal to the pair bit for bit: the
+/// residual connection of a ResNet block.
+Tensor add_relu(const Tensor& self, const Tensor& other);
 
 // ---- softmax -----------------------------------------------------------------------------------
 

@@ -1,0 +1,62 @@
+// add_relu: relu(self + other) in one pass, the end of every ResNet block (see
+// fx::fuse_activations). Results equal relu(add(self, other)) bit for bit: the same sum, then
+// relu_fn.
+#include "kernel_utils.h"
+#include "loops.h"
+#include "opaque_elementwise.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/nn_ops.h"
+#include "qflow/core/ops.h"
+#include "relu_fn.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+// Floating tensors of one dtype, broadcast like add.
+std::vector<TensorMeta> add_relu_meta(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& y = a[1].tensor();
+  QFLOW_CHECK(is_floating(x.dtype()) && x.dtype() == y.dtype(),
+              "add_relu: expected floating point tensors of one dtype, got {} and {}", x.dtype(), y.dtype());
+  return one(broadcast_shapes(x.sizes(), y.sizes(), "add_relu"), x.dtype());
+}
+
+Stack add_relu_kernel(Stack& a) {
+  const TensorMeta m = add_relu_meta(a)[0];
+  const Tensor& x = a[0].tensor();
+  Tensor y = a[1].tensor();
+  if (x.impl()->opaque_layout() && x.dtype() == DType::Float32 && y.sizes() == x.sizes()) {
+    // Blocked activations stay blocked; a plain operand joins x's layout (Note [Opaque layouts]).
+    if (!same_opaque_layout(x, y)) {
+      y.impl()->make_plain();
+      y = to_opaque_layout_of(y, x);
+    }
+    Tensor o = new_opaque_like(x);
+    opaque_binary_into(o, x, y, [](float p, float q) { return relu_fn(p + q); });
+    return out(o);
+  }
+  make_plain_args(a);
+  Tensor o = new_tensor(m.sizes, m.dtype);
+  const auto xs = broadcast_strides(x, m.sizes), ys = broadcast_strides(y, m.sizes);
+  visit_floating(m.dtype, "add_relu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_loop<T, T, T>(o, x, xs, y, ys, [](T p, T q) { return relu_fn(T(p + q)); });
+  });
+  return out(o);
+}
+
+}  // namespace
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(add_relu) {
+  registry.def("add_relu(Tensor self, Tensor other) -> Tensor", kernels::add_relu_meta, kernels::add_relu_kernel);
+  registry.allow_opaque_layout("add_relu");
+}
+
+Tensor add_relu(const Tensor& self, const Tensor& other) {
+  QFLOW_OP_HANDLE("add_relu");
+  return call_tensor(op, {self, other});
+}
+
+}  // namespace qflow
