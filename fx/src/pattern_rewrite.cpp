@@ -32,16 +32,6 @@ bool is_empty_container(const nn::Module& m) {
          m.named_parameters(false).empty() && m.named_buffers(false).empty();
 }
 
-// Deletes the submodule at `path` when nothing targets it any more, then containers that
-// this left empty (a Sequential shortcut traced into "shortcut.0", "shortcut.1" containers).
-void delete_if_unused(GraphModule& gm, const std::string& path) {
-  if (is_targeted(gm.graph(), path) || !gm.delete_submodule(path)) return;
-  for (std::string p = parent_of(path); !p.empty(); p = parent_of(p)) {
-    if (is_targeted(gm.graph(), p) || !is_empty_container(*gm.get_submodule(p))) return;
-    gm.delete_submodule(p);
-  }
-}
-
 // A path beside `base` that names no submodule or attribute of gm: "conv1_fused", "conv1_fused_1".
 std::string fresh_path(const GraphModule& gm, const std::string& base) {
   auto taken = [&](const std::string& p) {
@@ -73,6 +63,14 @@ void check_match(const Graph& graph, const Match& match, const std::unordered_se
 }
 
 }  // namespace
+
+void delete_unused_submodule(GraphModule& gm, const std::string& path) {
+  if (is_targeted(gm.graph(), path) || !gm.delete_submodule(path)) return;
+  for (std::string p = parent_of(path); !p.empty(); p = parent_of(p)) {
+    if (is_targeted(gm.graph(), p) || !is_empty_container(*gm.get_submodule(p))) return;
+    gm.delete_submodule(p);
+  }
+}
 
 Node* replace_chain(GraphModule& gm, const Match& match, nn::ModulePtr module, std::string path) {
   QFLOW_CHECK(module != nullptr, "fx::replace_chain: the replacement module is null");
@@ -108,7 +106,7 @@ Node* replace_chain(GraphModule& gm, const Match& match, nn::ModulePtr module, s
   if (fused->name() != name && graph.find_node(name) == nullptr) graph.rename(fused, name);
 
   for (const std::string& old : old_modules)
-    if (old != path) delete_if_unused(gm, old);
+    if (old != path) delete_unused_submodule(gm, old);
   return fused;
 }
 

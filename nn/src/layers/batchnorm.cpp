@@ -13,21 +13,46 @@ BatchNormBase<D, kMin, kMax>::BatchNormBase(BatchNormOptions options) : options_
 }
 
 template <class D, int64_t kMin, int64_t kMax>
+BatchNormBase<D, kMin, kMax>::BatchNormBase(BatchNormOptions options, const BatchNormState& shared) : options_(options) {
+  QFLOW_CHECK(options_.features > 0, "{}: num_features must be positive, got {}", this->type_name(), options_.features);
+  register_state(shared);
+}
+
+template <class D, int64_t kMin, int64_t kMax>
 void BatchNormBase<D, kMin, kMax>::reset() {
   const int64_t c = options_.features;
+  BatchNormState fresh;
   if (options_.affine) {
-    weight = this->register_parameter("weight", ones({c}));
-    bias = this->register_parameter("bias", zeros({c}));
+    fresh.weight = ones({c}).requires_grad_();
+    fresh.bias = zeros({c}).requires_grad_();
+  }
+  if (options_.track_running_stats) fresh = {fresh.weight, fresh.bias, zeros({c}), ones({c}), zeros({}, DType::Int64)};
+  register_state(fresh);
+}
+
+template <class D, int64_t kMin, int64_t kMax>
+void BatchNormBase<D, kMin, kMax>::register_state(const BatchNormState& s) {
+  if (options_.affine) {
+    QFLOW_CHECK(s.weight.defined() && s.bias.defined(), "{}: affine=True needs a weight and a bias", this->type_name());
+    weight = this->register_parameter("weight", s.weight, s.weight.requires_grad());
+    bias = this->register_parameter("bias", s.bias, s.bias.requires_grad());
   }
   if (options_.track_running_stats) {
-    running_mean = this->register_buffer("running_mean", zeros({c}));
-    running_var = this->register_buffer("running_var", ones({c}));
-    num_batches_tracked = this->register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+    QFLOW_CHECK(s.running_mean.defined() && s.running_var.defined() && s.num_batches_tracked.defined(),
+                "{}: track_running_stats=True needs running_mean, running_var and num_batches_tracked", this->type_name());
+    running_mean = this->register_buffer("running_mean", s.running_mean);
+    running_var = this->register_buffer("running_var", s.running_var);
+    num_batches_tracked = this->register_buffer("num_batches_tracked", s.num_batches_tracked);
   }
 }
 
 template <class D, int64_t kMin, int64_t kMax>
 Tensor BatchNormBase<D, kMin, kMax>::forward(const Tensor& x) {
+  return normalize(x, false);
+}
+
+template <class D, int64_t kMin, int64_t kMax>
+Tensor BatchNormBase<D, kMin, kMax>::normalize(const Tensor& x, bool relu) {
   QFLOW_CHECK(x.dim() >= kMin && x.dim() <= kMax, "{}: expected {}-d input{}, got shape {}", this->type_name(), kMin,
               kMin == kMax ? "" : fmt::format(" or {}-d input", kMax), x.sizes());
   QFLOW_CHECK(x.sizes()[1] == options_.features, "{}: expected {} channels, got input of shape {}", this->type_name(),
@@ -42,7 +67,8 @@ Tensor BatchNormBase<D, kMin, kMax>::forward(const Tensor& x) {
   const bool use_batch_stats = training || !options_.track_running_stats;
   const Tensor rm = use_batch_stats && !training ? Tensor() : running_mean;
   const Tensor rv = use_batch_stats && !training ? Tensor() : running_var;
-  Tensor out = batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, options_.eps);
+  Tensor out = relu ? batch_norm_relu(x, weight, bias, rm, rv, use_batch_stats, momentum, options_.eps)
+                    : batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, options_.eps);
   if (update_stats) {  // counted only once the batch was accepted, so a refused input changes nothing
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
@@ -59,5 +85,11 @@ std::string BatchNormBase<D, kMin, kMax>::extra_repr() const {
 
 template class BatchNormBase<BatchNorm1d, 2, 3>;
 template class BatchNormBase<BatchNorm2d, 4, 4>;
+template class BatchNormBase<BatchNormReLU2d, 4, 4>;
+
+BatchNormReLU2d::BatchNormReLU2d(const BatchNorm2d& bn)
+    : BatchNormBase(bn.options(), {bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked}) {
+  train(bn.is_training());
+}
 
 }  // namespace qflow::nn

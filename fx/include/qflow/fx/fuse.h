@@ -1,5 +1,6 @@
 #pragma once
-// Conv + BatchNorm folding for inference, the first client of the chain rewriter (pattern.h).
+// Graph fusions: Conv + BatchNorm folding for inference, the first client of the chain rewriter
+// (pattern.h), and the ReLU fusions for training and inference (fuse_activations).
 //
 // In eval mode BatchNorm2d is an affine map per channel with fixed statistics:
 //   bn(y) = gamma * (y - mean) / sqrt(var + eps) + beta,
@@ -26,5 +27,26 @@ std::shared_ptr<nn::Conv2d> fuse_conv_bn_eval(const nn::Conv2d& conv, const nn::
 /// not modified. Throws qflow::Error when a BatchNorm2d to fold is in training mode (folding
 /// freezes the running statistics, which only eval mode uses).
 std::shared_ptr<GraphModule> fuse_conv_bn(const GraphModule& gm);
+
+/// What fuse_activations changed.
+struct ActivationFusions {
+  size_t batch_norm_relu = 0;  // BatchNorm2d → ReLU chains now one BatchNormReLU2d
+  size_t add_relu = 0;         // add → ReLU chains now one add_relu
+  size_t inplace_relu = 0;     // ReLUs now overwriting their input (relu_)
+  /// "16 BatchNorm2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place".
+  std::string to_string() const;
+};
+
+/// Fuses ReLUs into what computes their input, in place, for training as for inference
+/// (PyTorch users get this from torch.compile; here it is an explicit pass):
+///  - BatchNorm2d → ReLU (module, relu or relu_) becomes a BatchNormReLU2d at the batch
+///    norm's path that shares its parameters and buffers, so gm's state_dict keys and values
+///    are unchanged and training gm trains the module it was traced from;
+///  - add(a, b) → ReLU (alpha 1) becomes add_relu(a, b);
+///  - any other ReLU whose input only it reads, computed by a Conv2d, Linear, conv2d, linear,
+///    add, sub, mul or matmul (whose backward does not read its own output), becomes relu_.
+/// Chains follow Note [Chain patterns]. Outputs and gradients stay equal bit for bit. Run it
+/// after the quantization passes, never before: they look for BatchNorm2d.
+ActivationFusions fuse_activations(GraphModule& gm);
 
 }  // namespace qflow::fx

@@ -87,6 +87,10 @@ std::vector<Match> match_chains(const GraphModule& gm, const Pattern& pattern);
 /// node used outside the chain) or an explicit `path` is a module other nodes still call.
 Node* replace_chain(GraphModule& gm, const Match& match, nn::ModulePtr module, std::string path = {});
 
+/// Deletes the submodule at `path` when no node targets it any more, then the containers this
+/// left empty (a Sequential shortcut traced into "shortcut.0", "shortcut.1").
+void delete_unused_submodule(GraphModule& gm, const std::string& path);
+
 /// Builds the replacement of one match; null leaves that match as it is.
 using ChainRewrite = std::function<nn::ModulePtr(GraphModule& gm, const Match& match)>;
 /// torch.fx's replace_pattern for chains: replaces every match of `pattern` for which

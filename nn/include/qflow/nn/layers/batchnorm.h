@@ -15,7 +15,12 @@ struct BatchNormOptions {
   bool track_running_stats = true;
 };
 
-/// Shared by BatchNorm1d and BatchNorm2d: weight/bias (affine), running_mean/running_var and
+/// A batch norm's parameters and buffers (undefined where the options have none).
+struct BatchNormState {
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+/// Shared by BatchNorm1d, BatchNorm2d and BatchNormReLU2d: weight/bias (affine), running_mean/running_var and
 /// num_batches_tracked buffers (in state_dict, as in PyTorch). Input ranks are checked
 /// against [kMinDim, kMaxDim].
 template <class Derived, int64_t kMinDim, int64_t kMaxDim>
@@ -29,7 +34,16 @@ class BatchNormBase : public Cloneable<Derived> {
 
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
+ protected:
+  /// Registers `shared`'s tensors themselves (not copies) as this module's parameters and
+  /// buffers: a fused module taking over a batch norm (fx::fuse_activations).
+  BatchNormBase(BatchNormOptions options, const BatchNormState& shared);
+  /// forward's batch norm; with `relu` the fused batch_norm_relu.
+  Tensor normalize(const Tensor& x, bool relu);
+
  private:
+  void register_state(const BatchNormState& state);
+
   BatchNormOptions options_;
 };
 
@@ -43,6 +57,18 @@ class BatchNorm1d : public BatchNormBase<BatchNorm1d, 2, 3> {
 class BatchNorm2d : public BatchNormBase<BatchNorm2d, 4, 4> {
  public:
   using BatchNormBase::BatchNormBase;
+};
+
+/// relu(BatchNorm2d(x)) in one fused op (batch_norm_relu; PyTorch's intrinsic BNReLU2d), with
+/// BatchNorm2d's parameters, buffers and state_dict keys. fx::fuse_activations puts one in
+/// place of a BatchNorm2d followed by a ReLU.
+class BatchNormReLU2d : public BatchNormBase<BatchNormReLU2d, 4, 4> {
+ public:
+  explicit BatchNormReLU2d(BatchNormOptions options) : BatchNormBase(options) {}
+  /// Takes over `bn`'s parameters and buffers (shared: training one trains the other) and
+  /// its train/eval mode.
+  explicit BatchNormReLU2d(const BatchNorm2d& bn);
+  Tensor forward(const Tensor& x) override { return normalize(x, true); }
 };
 
 }  // namespace qflow::nn
