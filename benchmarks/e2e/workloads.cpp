@@ -60,6 +60,7 @@ std::shared_ptr<fx::GraphModule> make_qat_model(const RunSettings& s, std::share
   return qat;
 }
 
+
 }  // namespace
 
 Measurement measure(const std::string& workload, const RunSettings& settings, int64_t images_per_run,
@@ -88,7 +89,21 @@ std::string to_json(const Measurement& m, bool latency) {
       num_threads());
 }
 
-Measurement train_step(const RunSettings& s) { return sgd_steps("train", *make_model(s), s); }
+namespace {
+
+// The model as a user runs it: with s.fuse traced and fused (in eval also BN folded).
+nn::ModulePtr runnable(const RunSettings& s, nn::ModulePtr model, bool eval) {
+  if (eval) model->eval();
+  if (!s.fuse) return model;
+  auto gm = fx::symbolic_trace(model, random_images(s, 1));
+  if (eval) gm = fx::fuse_conv_bn(*gm);
+  fx::fuse_activations(*gm);
+  return gm;
+}
+
+}  // namespace
+
+Measurement train_step(const RunSettings& s) { return sgd_steps("train", *runnable(s, make_model(s), false), s); }
 
 Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold) {
   return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat-batch" : "qat", *make_qat_model(s, nullptr, bn_fold), s);
@@ -106,8 +121,7 @@ Measurement deploy_inference(const RunSettings& s) {
 }
 
 Measurement inference(const RunSettings& s) {
-  nn::ModulePtr model = make_model(s);
-  model->eval();
+  nn::ModulePtr model = runnable(s, make_model(s), true);
   const Tensor images = random_images(s, s.batch);
   NoGradGuard no_grad;
   return measure(fmt::format("infer_{}_b{}", s.model, s.batch), s, s.batch, [&] { (void)(*model)(images); });

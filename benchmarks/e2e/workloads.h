@@ -15,6 +15,7 @@ struct RunSettings {
   int repetitions = 5;  // timed runs; the median is the figure, min/max the spread
   int64_t image_size = 32;
   int64_t in_channels = 3;
+  bool fuse = true;  // fx::fuse_activations on the traced model, as qflow-train runs it
 };
 
 /// Timings of one workload in seconds per run, plus how many images one run handles.
@@ -33,7 +34,9 @@ Measurement measure(const std::string& workload, const RunSettings& settings, in
 /// latency), repetitions, and the process' peak resident memory so far.
 std::string to_json(const Measurement& m, bool latency);
 
-// Workloads. Each builds its model with a fixed seed and random inputs/labels.
+// Workloads. Each builds its model with a fixed seed and random inputs/labels and, with
+// settings.fuse, runs it traced and fused (fx::fuse_activations; inference also folds BN,
+// fx::fuse_conv_bn).
 Measurement train_step(const RunSettings& s);   // forward + cross_entropy + backward + SGD step
 Measurement inference(const RunSettings& s);    // eval mode, no grad
 // The quantized model: traced, rewritten by quant::quantization_aware_training (8-bit

@@ -1,10 +1,12 @@
-// 2-D convolution forward: conv2d. float32 runs on oneDNN (Note [oneDNN convolution]); float64
-// and what oneDNN does not take are lowered to im2col + OpenBLAS GEMM (Note [Convolution as
-// GEMM]). The backward op lives in conv_backward.cpp.
+// 2-D convolution forward: conv2d, and conv2d_relu = relu(conv2d) (a oneDNN post-op; the
+// other engines apply relu_ to their output). float32 runs on oneDNN (Note [oneDNN
+// convolution]); float64 and what oneDNN does not take are lowered to im2col + OpenBLAS GEMM
+// (Note [Convolution as GEMM]). The backward op lives in conv_backward.cpp.
 #include "im2col.h"
 #include "onednn/conv_onednn.h"
 #include "qflow/core/conv_ops.h"
 #include "qflow/core/dispatch.h"
+#include "qflow/core/ops.h"
 #include "qflow/core/parallel.h"
 #include "spatial_utils.h"
 
@@ -13,18 +15,17 @@ namespace kernels {
 namespace {
 
 // Validates conv2d's arguments (shared by the shape rule and the kernel).
-ConvGeometry conv2d_geometry(const Stack& a) {
+ConvGeometry conv2d_geometry(const Stack& a, const char* op = "conv2d") {
   const Tensor& x = a[0].tensor();
   const Tensor& w = a[1].tensor();
-  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a[3].int_list(), a[4].int_list(), a[5].int_list(), a[6].to_int(),
-                                 "conv2d");
-  QFLOW_CHECK(is_floating(x.dtype()), "conv2d: expected a float32 or float64 input, got {}", x.dtype());
-  QFLOW_CHECK(w.dtype() == x.dtype(), "conv2d: weight dtype {} does not match input dtype {}", w.dtype(), x.dtype());
+  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a[3].int_list(), a[4].int_list(), a[5].int_list(), a[6].to_int(), op);
+  QFLOW_CHECK(is_floating(x.dtype()), "{}: expected a float32 or float64 input, got {}", op, x.dtype());
+  QFLOW_CHECK(w.dtype() == x.dtype(), "{}: weight dtype {} does not match input dtype {}", op, w.dtype(), x.dtype());
   if (a[2].is_tensor() && a[2].tensor().defined()) {
     const Tensor& b = a[2].tensor();
-    QFLOW_CHECK(b.sizes() == std::vector<int64_t>{g.o}, "conv2d: expected bias of shape [{}] for weight of shape {}, got bias of shape {}",
-                g.o, w.sizes(), b.sizes());
-    QFLOW_CHECK(b.dtype() == x.dtype(), "conv2d: bias dtype {} does not match input dtype {}", b.dtype(), x.dtype());
+    QFLOW_CHECK(b.sizes() == std::vector<int64_t>{g.o}, "{}: expected bias of shape [{}] for weight of shape {}, got bias of shape {}",
+                op, g.o, w.sizes(), b.sizes());
+    QFLOW_CHECK(b.dtype() == x.dtype(), "{}: bias dtype {} does not match input dtype {}", op, b.dtype(), x.dtype());
   }
   return g;
 }
@@ -78,19 +79,21 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias
   }
 }
 
+template <bool kRelu>
 std::vector<TensorMeta> conv2d_meta(const Stack& a) {
-  return one(conv2d_geometry(a).output_sizes(), a[0].tensor().dtype());
+  return one(conv2d_geometry(a, kRelu ? "conv2d_relu" : "conv2d").output_sizes(), a[0].tensor().dtype());
 }
 
+template <bool kRelu>
 Stack conv2d_kernel(Stack& a) {
-  const ConvGeometry g = conv2d_geometry(a);
+  const ConvGeometry g = conv2d_geometry(a, kRelu ? "conv2d_relu" : "conv2d");
   const Tensor& input = a[0].tensor();
   const Tensor w = contiguous(a[1].tensor());
   const Tensor bias = a[2].is_tensor() && a[2].tensor().defined() ? contiguous(a[2].tensor()) : Tensor();
   // conv2d takes blocked activations (Note [Opaque layouts]); only oneDNN reads them as such.
   if (onednn::handles(g, input.dtype())) {
     const Tensor x = input.impl()->opaque_layout() ? input : as_batched(input);
-    Tensor y = onednn::conv2d_forward(g, x, w, bias);
+    Tensor y = onednn::conv2d_forward(g, x, w, bias, kRelu);
     if (input.dim() == 3) y.impl()->make_plain();  // a blocked layout is 4-D
     return out(unbatch_like(y, input.dim()));
   }
@@ -103,6 +106,7 @@ Stack conv2d_kernel(Stack& a) {
     conv2d_forward<T>(g, x.data_ptr<T>(), w.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
                       y.data_ptr<T>(), input.dtype());
   });
+  if (kRelu) relu_(y);
   return out(unbatch_like(y, input.dim()));
 }
 
@@ -114,8 +118,13 @@ QFLOW_REGISTER_OPS(conv) {
   registry.def(
       "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
       "int groups=1) -> Tensor",
-      conv2d_meta, conv2d_kernel);
+      conv2d_meta<false>, conv2d_kernel<false>);
+  registry.def(
+      "conv2d_relu(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
+      "int groups=1) -> Tensor",
+      conv2d_meta<true>, conv2d_kernel<true>);
   registry.allow_opaque_layout("conv2d");
+  registry.allow_opaque_layout("conv2d_relu");
 }
 
 // ---- typed API --------------------------------------------------------------------------------
@@ -124,6 +133,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
               const IntList& padding, const IntList& dilation, int64_t groups) {
   QFLOW_OP_HANDLE("conv2d");
   // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
+  Value b = bias && bias->defined() ? Value(*bias) : Value();
+  return call_tensor(op, {input, weight, std::move(b), stride, padding, dilation, groups});
+}
+
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
+                   const IntList& padding, const IntList& dilation, int64_t groups) {
+  QFLOW_OP_HANDLE("conv2d_relu");
   Value b = bias && bias->defined() ? Value(*bias) : Value();
   return call_tensor(op, {input, weight, std::move(b), stride, padding, dilation, groups});
 }

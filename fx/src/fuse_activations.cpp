@@ -45,8 +45,8 @@ bool overwritable_output(const Node& n, const GraphModule& gm) {
 }  // namespace
 
 std::string ActivationFusions::to_string() const {
-  return fmt::format("{} BatchNorm2d+ReLU fused, {} add+ReLU fused, {} ReLU made in-place", batch_norm_relu, add_relu,
-                     inplace_relu);
+  return fmt::format("{} BatchNorm2d+ReLU fused, {} Conv2d+ReLU fused, {} add+ReLU fused, {} ReLU made in-place",
+                     batch_norm_relu, conv_relu, add_relu, inplace_relu);
 }
 
 ActivationFusions fuse_activations(GraphModule& gm) {
@@ -57,6 +57,18 @@ ActivationFusions fuse_activations(GraphModule& gm) {
                                            return std::make_shared<nn::BatchNormReLU2d>(
                                                *owner.get_submodule<nn::BatchNorm2d>(m.nodes[0]->target()));
                                          });
+  // Conv2d → ReLU (every conv → BN → ReLU once fuse_conv_bn folded the BN): a ConvReLU2d at
+  // the conv's path, sharing its tensors.
+  const Pattern conv_relu{where("Conv2d without padding=\"same\"",
+                                [](const Node& n, const GraphModule& owner) {
+                                  static const NodePattern is_conv = module_type<nn::Conv2d>();
+                                  return is_conv.matches(n, owner) &&
+                                         !owner.get_submodule<nn::Conv2d>(n.target())->options().padding.same;
+                                }),
+                          relu_node()};
+  done.conv_relu = replace_pattern(gm, conv_relu, [](GraphModule& owner, const Match& m) -> nn::ModulePtr {
+    return std::make_shared<nn::ConvReLU2d>(*owner.get_submodule<nn::Conv2d>(m.nodes[0]->target()));
+  });
   // add → ReLU: the add node becomes add_relu.
   for (const Match& m : match_chains(gm, {plain_tensor_add(), relu_node()})) {
     Node* add = m.nodes[0];

@@ -209,3 +209,8 @@ TEST(NnOpsGradTest, AddReluWrtBothInputsWithBroadcast) {
   Tensor a = leaf({2, 3, 4}, 0.5, 1.0), b = leaf({3, 1}, 1.5, 0.3, 0.01);
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return add_relu(in[0], in[1]); }, {a, b}));
 }
+
+TEST(NnOpsGradTest, Conv2dReluWrtInputWeightBias) {
+  Tensor x = leaf({2, 2, 4, 4}, 0.2), w = leaf({3, 2, 3, 3}, 1.1, 0.5), b = leaf({3}, 0.7, 0.2);
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return conv2d_relu(in[0], in[1], in[2], {1}, {1}); }, {x, w, b}));
+}

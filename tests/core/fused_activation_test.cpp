@@ -163,3 +163,30 @@ TEST(FusedActivationTest, BadArgumentsNameTheOpAndTheShapes) {
   EXPECT_THAT(error_of([] { batch_norm_relu(zeros({2, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false); }),
               HasSubstr("running_mean and running_var are required"));
 }
+
+TEST(FusedActivationTest, Conv2dReluEqualsTheUnfusedPairOnEveryEngine) {
+  // oneDNN applies the ReLU as a post-op, im2col as relu_ on its output; forward and gradients
+  // equal relu(conv2d) on each (a shape Winograd takes at batch 8, and a strided one it does not).
+  struct Case {
+    ConvEngine engine;
+    ConvAlgorithm algo;
+  };
+  for (const Case c : {Case{ConvEngine::OneDNN, ConvAlgorithm::Auto}, Case{ConvEngine::OneDNN, ConvAlgorithm::Direct},
+                       Case{ConvEngine::Im2col, ConvAlgorithm::Auto}}) {
+    for (int64_t stride : {1, 2}) {
+      ConvSettingsGuard settings(c.engine, c.algo);
+      manual_seed(6);
+      const Tensor x0 = randn({8, 16, 8, 8}), w = randn({16, 16, 3, 3}) * 0.1, b = randn({16}), g = randn({8, 16, 8 / stride, 8 / stride});
+      auto run = [&](bool fused) {
+        Tensor x = x0.detach().requires_grad_();
+        Tensor y = fused ? conv2d_relu(x, w, b, {stride}, {1}) : relu(conv2d(x, w, b, {stride}, {1}));
+        y.backward(g);
+        return std::vector<Tensor>{y.detach(), x.grad()};
+      };
+      const auto fused = run(true), pair = run(false);
+      for (size_t i = 0; i < fused.size(); ++i)
+        expect_same(fused[i], pair[i], fmt::format("{} stride {} result {}", conv2d_kernel_name(x0.sizes(), w.sizes(), DType::Float32, {stride}, {1}, {1}, 1), stride, i));
+    }
+  }
+  EXPECT_THAT(error_of([] { conv2d_relu(zeros({1, 3, 4, 4}), zeros({2, 4, 3, 3})); }), HasSubstr("conv2d_relu"));
+}

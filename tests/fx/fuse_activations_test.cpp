@@ -63,7 +63,8 @@ TEST(FuseActivationsTest, ResNet18FusesEveryReluAndKeepsTrainingResultsBitForBit
   EXPECT_EQ(done.batch_norm_relu, 9u);
   EXPECT_EQ(done.add_relu, 8u);
   EXPECT_EQ(done.inplace_relu, 0u);
-  EXPECT_EQ(done.to_string(), "9 BatchNorm2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place");
+  EXPECT_EQ(done.conv_relu, 0u);  // in training every conv feeds a BN
+  EXPECT_EQ(done.to_string(), "9 BatchNorm2d+ReLU fused, 0 Conv2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place");
   EXPECT_EQ(count_modules(*fused, "BatchNormReLU2d"), 9u);
   EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "add_relu"), 8u);
   EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "relu"), 0u);
@@ -99,7 +100,36 @@ TEST(FuseActivationsTest, TheFusedGraphTrainsTheTracedModelsOwnTensors) {
   EXPECT_EQ(to_vector<float>((*copy)(x)), to_vector<float>((*gm)(x)));
 }
 
-TEST(FuseActivationsTest, LeNetReluAfterConvAndLinearRunsInPlace) {
+TEST(FuseActivationsTest, ResNet18ForInferenceRunsConvBnReluAsOneConvolution) {
+  const Tensor x = [] { manual_seed(8); return randn({2, 3, 32, 32}); }();
+  manual_seed(0);
+  auto model = models::create("resnet18", {.num_classes = 10, .in_channels = 3, .image_size = 32});
+  {
+    // Statistics a trained model could have, so that the fold is no near-identity.
+    NoGradGuard no_grad;
+    for (const auto& [path, m] : model->named_modules()) {
+      if (auto bn = std::dynamic_pointer_cast<nn::BatchNorm2d>(m)) {
+        nn::init::normal_(bn->bias, 0.0, 0.2);
+        nn::init::normal_(bn->running_mean, 0.0, 0.2);
+        nn::init::uniform_(bn->running_var, 0.5, 2.0);
+      }
+    }
+  }
+  model->eval();
+  auto folded = fx::fuse_conv_bn(*fx::symbolic_trace(model, x));
+  auto fused = fx::fuse_conv_bn(*fx::symbolic_trace(model, x));
+  const fx::ActivationFusions done = fx::fuse_activations(*fused);
+  EXPECT_EQ(done.conv_relu, 9u);  // the stem and every block's first conv (BN folded in)
+  EXPECT_EQ(done.add_relu, 8u);
+  EXPECT_EQ(done.batch_norm_relu + done.inplace_relu, 0u);
+  EXPECT_EQ(count_modules(*fused, "ConvReLU2d"), 9u);
+  NoGradGuard no_grad;
+  EXPECT_EQ(to_vector<float>((*fused)(x)), to_vector<float>((*folded)(x)));
+  const Tensor one = x.slice(0, 0, 1);  // batch 1 takes other kernels (direct, not Winograd)
+  EXPECT_EQ(to_vector<float>((*fused)(one)), to_vector<float>((*folded)(one)));
+}
+
+TEST(FuseActivationsTest, LeNetConvReluFusesAndLinearReluRunsInPlace) {
   const Tensor x = [] { manual_seed(3); return randn({4, 1, 28, 28}); }();
   auto make = [] {
     manual_seed(1);
@@ -109,13 +139,16 @@ TEST(FuseActivationsTest, LeNetReluAfterConvAndLinearRunsInPlace) {
   auto fused = fx::symbolic_trace(make(), x);
   const fx::ActivationFusions done = fx::fuse_activations(*fused);
   EXPECT_EQ(done.batch_norm_relu + done.add_relu, 0u);
-  EXPECT_EQ(done.inplace_relu, 4u);
-  EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "relu_"), 4u);
+  EXPECT_EQ(done.conv_relu, 2u);
+  EXPECT_EQ(done.inplace_relu, 2u);
+  EXPECT_EQ(count_modules(*fused, "ConvReLU2d"), 2u);
+  EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "relu_"), 2u);
   expect_bitwise_equal(train_step(*fused, x), train_step(*plain, x));
 }
 
 namespace {
-// conv → relu, with the conv's output also read by the add: the ReLU must not overwrite it.
+// conv → relu, with the conv's output also read by the add: the ReLU must neither fuse nor
+// overwrite it.
 // bn → relu with the bn's output read twice: no fusion either.
 struct SharedOutputs : nn::Cloneable<SharedOutputs> {
   std::shared_ptr<nn::Conv2d> conv = register_module("conv", nn::Conv2d({.in = 2, .out = 2, .kernel = 1}));

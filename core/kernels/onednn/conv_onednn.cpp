@@ -36,7 +36,8 @@ namespace {
 using dnnl::memory;
 using Algo = dnnl::algorithm;
 
-enum class Pass : uint8_t { Forward, BackwardData, BackwardWeights };
+// ForwardRelu: the forward pass with a ReLU post-op, relu(conv(x)) written in one go (conv2d_relu).
+enum class Pass : uint8_t { Forward, ForwardRelu, BackwardData, BackwardWeights };
 
 struct PlanKey {
   Pass pass;
@@ -117,20 +118,26 @@ Cache& cache() {
   return c;
 }
 
-dnnl::convolution_forward::primitive_desc forward_pd(const ConvGeometry& g, Algo algo, bool bias) {
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvGeometry& g, Algo algo, bool bias, bool relu = false) {
   const memory::dims strides{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
   const memory::desc b = bias ? any({g.o}) : memory::desc();
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, algo, any(dims_of(g, 'x')), any(dims_of(g, 'w')), b,
                                     any(dims_of(g, 'y')), strides, dil, pad, pad);
-  return {d, default_attr(), engine()};
+  dnnl::primitive_attr attr = default_attr();
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, Algo::eltwise_relu, 0.0f, 0.0f);  // scale 1, negative slope 0
+    attr.set_post_ops(ops);
+  }
+  return {d, attr, engine()};
 }
 
 std::unique_ptr<Plan> make_plan(const ConvGeometry& g, Pass pass, Algo algo, bool bias) {
   const memory::dims strides{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
   auto plan = std::make_unique<Plan>();
   plan->algo = algo;
-  const auto fwd = forward_pd(g, algo, bias);
-  if (pass == Pass::Forward) {
+  const auto fwd = forward_pd(g, algo, bias, pass == Pass::ForwardRelu);
+  if (pass == Pass::Forward || pass == Pass::ForwardRelu) {
     plan->prim = dnnl::convolution_forward(fwd);
     plan->x = fwd.src_desc(), plan->w = fwd.weights_desc(), plan->y = fwd.dst_desc(), plan->bias = fwd.bias_desc();
     plan->scratch = fwd.scratchpad_desc();
@@ -296,8 +303,8 @@ bool uses_winograd(const ConvGeometry& g) {
   return handles(g, DType::Float32) && plan_for(g, Pass::Forward, false).algo == Algo::convolution_winograd;
 }
 
-Tensor conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias) {
-  Plan& plan = plan_for(g, Pass::Forward, bias.defined());
+Tensor conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) {
+  Plan& plan = plan_for(g, relu ? Pass::ForwardRelu : Pass::Forward, bias.defined());
   const Tensor xs = in_layout(x, plan.x, plan.x_plain);
   const Tensor ws = weights_in_layout(plan, w);
   Tensor y = output_buffer(plan.y, plan.y_layout, dims_of(g, 'y'));

@@ -12,8 +12,9 @@ namespace qflow::kernels::onednn {
 bool handles(const ConvGeometry& g, DType dtype);
 
 /// x: (N, C, H, W), w: (O, C / groups, kH, kW), bias: (O,) or undefined → y: (N, O, Ho, Wo).
-/// Plain contiguous float32 tensors in and out.
-Tensor conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias);
+/// Plain contiguous float32 tensors in and out. With `relu`, y = relu(conv(x)) through a
+/// oneDNN post-op (no second pass over y).
+Tensor conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu = false);
 /// gy: (N, O, Ho, Wo), w → gx: (N, C, H, W).
 Tensor conv2d_backward_data(const ConvGeometry& g, const Tensor& gy, const Tensor& w);
 /// gy, x → gw: like w, and gb: (O,) when `want_bias` (else undefined).

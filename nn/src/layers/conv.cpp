@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "qflow/core/conv_ops.h"
 #include "qflow/core/factory.h"
 #include "qflow/nn/init.h"
 
@@ -39,8 +40,9 @@ Tensor Conv2d::forward(const Tensor& x) {
   return functional::conv2d(x, weight, bias, o.stride.list(), o.padding, o.dilation.list(), o.groups);
 }
 
-std::string Conv2d::extra_repr() const {
-  const auto& o = options_;
+namespace {
+// PyTorch's Conv2d.extra_repr.
+std::string conv2d_repr(const Conv2dOptions& o) {
   std::string s = fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {})", o.in, o.out, o.kernel.h, o.kernel.w,
                               o.stride.h, o.stride.w);
   if (o.padding.same) s += ", padding=same";
@@ -51,5 +53,26 @@ std::string Conv2d::extra_repr() const {
   if (!o.bias) s += ", bias=False";
   return s;
 }
+}  // namespace
+
+std::string Conv2d::extra_repr() const { return conv2d_repr(options_); }
+
+ConvReLU2d::ConvReLU2d(const Conv2d& conv) : weight(conv.weight), bias(conv.bias), options_(conv.options()) {
+  QFLOW_CHECK(!options_.padding.same, "ConvReLU2d: padding=\"same\" is not supported (it pads unevenly for even kernels)");
+  reset();
+  train(conv.is_training());
+}
+
+void ConvReLU2d::reset() {
+  weight = register_parameter("weight", weight, weight.requires_grad());
+  if (bias.defined()) bias = register_parameter("bias", bias, bias.requires_grad());
+}
+
+Tensor ConvReLU2d::forward(const Tensor& x) {
+  const auto& o = options_;
+  return conv2d_relu(x, weight, bias, o.stride.list(), {o.padding.h, o.padding.w}, o.dilation.list(), o.groups);
+}
+
+std::string ConvReLU2d::extra_repr() const { return conv2d_repr(options_); }
 
 }  // namespace qflow::nn

@@ -27,6 +27,11 @@ namespace qflow {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
               int64_t groups = 1);
+/// relu(conv2d(...)) in one op: on oneDNN the ReLU is a post-op applied before the output is
+/// stored (an inference fusion, fx::fuse_activations); differentiable like the pair.
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+                   const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
+                   int64_t groups = 1);
 
 /// Gradients of conv2d w.r.t. (input, weight, bias) for `grad_output` (N, O, Ho, Wo).
 /// Only the requested ones are computed; the others come back undefined.

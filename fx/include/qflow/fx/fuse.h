@@ -31,9 +31,10 @@ std::shared_ptr<GraphModule> fuse_conv_bn(const GraphModule& gm);
 /// What fuse_activations changed.
 struct ActivationFusions {
   size_t batch_norm_relu = 0;  // BatchNorm2d → ReLU chains now one BatchNormReLU2d
+  size_t conv_relu = 0;        // Conv2d → ReLU chains now one ConvReLU2d
   size_t add_relu = 0;         // add → ReLU chains now one add_relu
   size_t inplace_relu = 0;     // ReLUs now overwriting their input (relu_)
-  /// "16 BatchNorm2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place".
+  /// "9 BatchNorm2d+ReLU fused, 0 Conv2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place".
   std::string to_string() const;
 };
 
@@ -42,10 +43,13 @@ struct ActivationFusions {
 ///  - BatchNorm2d → ReLU (module, relu or relu_) becomes a BatchNormReLU2d at the batch
 ///    norm's path that shares its parameters and buffers, so gm's state_dict keys and values
 ///    are unchanged and training gm trains the module it was traced from;
+///  - Conv2d → ReLU becomes a ConvReLU2d at the conv's path sharing its tensors (a oneDNN
+///    post-op; in eval after fuse_conv_bn this is conv + BN + ReLU in one primitive);
 ///  - add(a, b) → ReLU (alpha 1) becomes add_relu(a, b);
 ///  - any other ReLU whose input only it reads, computed by a Conv2d, Linear, conv2d, linear,
 ///    add, sub, mul or matmul (whose backward does not read its own output), becomes relu_.
-/// Chains follow Note [Chain patterns]. Outputs and gradients stay equal bit for bit. Run it
+/// Chains follow Note [Chain patterns]. Outputs and gradients stay equal bit for bit (oneDNN's
+/// ReLU post-op included, tests/fx/fuse_activations_test.cpp). Run it
 /// after the quantization passes, never before: they look for BatchNorm2d.
 ActivationFusions fuse_activations(GraphModule& gm);
 

@@ -46,4 +46,25 @@ class Conv2d : public Cloneable<Conv2d> {
   Conv2dOptions options_;
 };
 
+/// relu(Conv2d(x)) in one op (conv2d_relu: a oneDNN post-op; PyTorch's intrinsic ConvReLU2d),
+/// with the Conv2d's parameters and state_dict keys. fx::fuse_activations puts one in place of
+/// a Conv2d followed by a ReLU (after fx::fuse_conv_bn that is every conv → BN → ReLU).
+class ConvReLU2d : public Cloneable<ConvReLU2d> {
+ public:
+  /// Takes over `conv`'s weight and bias (shared: training one trains the other) and its
+  /// train/eval mode. Throws for padding="same" (asymmetric for even kernels: no one op).
+  explicit ConvReLU2d(const Conv2d& conv);
+  /// Re-registers weight and bias (what clone() needs, Note [Module cloning]).
+  void reset();
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  const Conv2dOptions& options() const { return options_; }
+
+  Tensor weight;
+  Tensor bias;
+
+ private:
+  Conv2dOptions options_;
+};
+
 }  // namespace qflow::nn
