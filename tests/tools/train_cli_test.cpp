@@ -80,6 +80,20 @@ TEST(TrainCliTest, StopAndResumeEndsBitIdenticalToAStraightRun) {
   }
 }
 
+TEST(TrainCliTest, FusedTrainingEndsBitIdenticalToTheEagerModel) {
+  // Float training runs the model traced and fused (fx::fuse_activations); --no-fuse runs it as
+  // written. LeNet5's conv+ReLU (a oneDNN post-op) and in-place ReLUs change no bit.
+  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string fused = temp_dir("fused"), eager = temp_dir("eager");
+  ASSERT_EQ(run_train(fused, "", 1), 0);
+  ASSERT_EQ(run_train(eager, "--no-fuse", 1), 0);
+  expect_same_training_state(fused + "/last.safetensors", eager + "/last.safetensors");
+  for (const auto& dir : {fused, eager}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + ".out");
+  }
+}
+
 TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdentically) {
   if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const std::string dir = temp_dir("sigint"), straight = temp_dir("sigint_straight");

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../common/progress_bar.h"
+#include "qflow/fx/fx.h"
 #include "qflow/nn/anomaly.h"
 #include "qflow/nn/checkpoint.h"
 #include "quant_report.h"
@@ -100,6 +101,13 @@ void Trainer::build() {
   test_loader_ = std::make_unique<data::DataLoader>(
       data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers, .transform = data_.test_transform});
   setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
+  step_model_ = model_;
+  if (!o_.qat && !o_.no_fuse) {
+    // Zeros: tracing only needs the shapes, and drawing an input would move the random stream.
+    auto gm = fx::symbolic_trace(model_, zeros({1, data_.channels, data_.image_size, data_.image_size}));
+    fx::fuse_activations(*gm);
+    step_model_ = gm;
+  }
   optimizer_ = std::make_unique<nn::optim::SGD>(
       model_->parameters(), nn::optim::SGDOptions{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay});
   std::vector<std::shared_ptr<nn::optim::LRScheduler>> parts;
@@ -150,12 +158,13 @@ void Trainer::save_last_unchecked(int64_t epoch, int64_t step) const {
 
 bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
   model_->train();
+  step_model_->train();  // its fused modules are not model_'s children
   train_loader_->set_epoch(static_cast<uint64_t>(epoch));
   const int64_t batches = train_loader_->size();
   ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, o_.epochs), batches);
   // Only around training: evaluation records no gradients and cannot change the weights.
   std::unique_ptr<nn::DetectAnomaly> anomaly;
-  if (o_.detect_anomaly) anomaly = std::make_unique<nn::DetectAnomaly>(*model_);
+  if (o_.detect_anomaly) anomaly = std::make_unique<nn::DetectAnomaly>(*step_model_);
   int64_t step = 0;
   auto fields = [&] {
     return seen_ == 0 ? std::string("loss -     acc -    ")
@@ -172,7 +181,7 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
     Tensor logits;
     double loss_value = 0;
     try {
-      logits = (*model_)(b.images);
+      logits = (*step_model_)(b.images);
       const Tensor loss = cross_entropy(logits, b.labels);
       loss_value = loss.item<double>();
       check_finite_loss(loss_value, o_.checkpoint_dir);
