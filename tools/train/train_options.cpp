@@ -36,7 +36,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_flag("--detect-anomaly", o.detect_anomaly,
                "Check every op, module output, parameter and gradient for NaN/Inf and stop at the first, naming the "
-               "step, module and op (slow: for debugging)");
+               "step, module and op (slow: for debugging; runs the model unfused, as written)");
   app.add_flag("--no-fuse", o.no_fuse,
                "Train the float model as written, without fusing its ReLUs (fx::fuse_activations: same results, ~2% slower)");
   app.add_flag("--eval-only", o.eval_only, "Only evaluate (with --weights, or CHECKPOINT_DIR/best.safetensors)");

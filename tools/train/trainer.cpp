@@ -102,7 +102,8 @@ void Trainer::build() {
       data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers, .transform = data_.test_transform});
   setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
   step_model_ = model_;
-  if (!o_.qat && !o_.no_fuse) {
+  // --detect-anomaly debugs the model as written: its messages name the user's modules.
+  if (!o_.qat && !o_.no_fuse && !o_.detect_anomaly) {
     // Zeros: tracing only needs the shapes, and drawing an input would move the random stream.
     auto gm = fx::symbolic_trace(model_, zeros({1, data_.channels, data_.image_size, data_.image_size}));
     fx::fuse_activations(*gm);
