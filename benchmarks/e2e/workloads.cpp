@@ -106,7 +106,9 @@ nn::ModulePtr runnable(const RunSettings& s, nn::ModulePtr model, bool eval) {
 Measurement train_step(const RunSettings& s) { return sgd_steps("train", *runnable(s, make_model(s), false), s); }
 
 Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold) {
-  return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat-batch" : "qat", *make_qat_model(s, nullptr, bn_fold), s);
+  auto qat = make_qat_model(s, nullptr, bn_fold);
+  if (s.fuse) fx::fuse_activations(*qat);  // as qflow-train: QConvBN+ReLU, add+ReLU
+  return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat-batch" : "qat", *qat, s);
 }
 
 Measurement deploy_inference(const RunSettings& s) {

@@ -1,5 +1,6 @@
 // fuse_activations: the ReLU fusions that keep a graph's results bit for bit (see fuse.h).
 #include <algorithm>
+#include <map>
 
 #include "qflow/fx/fuse.h"
 #include "qflow/fx/pattern.h"
@@ -44,30 +45,30 @@ bool overwritable_output(const Node& n, const GraphModule& gm) {
 
 }  // namespace
 
+size_t ActivationFusions::modules(const std::string& type) const {
+  const auto it = module_relu.find(type);
+  return it == module_relu.end() ? 0 : it->second;
+}
+
 std::string ActivationFusions::to_string() const {
-  return fmt::format("{} BatchNorm2d+ReLU fused, {} Conv2d+ReLU fused, {} add+ReLU fused, {} ReLU made in-place",
-                     batch_norm_relu, conv_relu, add_relu, inplace_relu);
+  std::string s;
+  for (const auto& [type, n] : module_relu) s += fmt::format("{} {}+ReLU fused, ", n, type);
+  if (module_relu.empty()) s = "no module+ReLU fused, ";
+  return s + fmt::format("{} add+ReLU fused, {} ReLU made in-place", add_relu, inplace_relu);
 }
 
 ActivationFusions fuse_activations(GraphModule& gm) {
   ActivationFusions done;
-  // BatchNorm2d → ReLU: a BatchNormReLU2d at the batch norm's path, sharing its tensors.
-  done.batch_norm_relu = replace_pattern(gm, {module_type<nn::BatchNorm2d>(), relu_node()},
-                                         [](GraphModule& owner, const Match& m) -> nn::ModulePtr {
-                                           return std::make_shared<nn::BatchNormReLU2d>(
-                                               *owner.get_submodule<nn::BatchNorm2d>(m.nodes[0]->target()));
-                                         });
-  // Conv2d → ReLU (every conv → BN → ReLU once fuse_conv_bn folded the BN): a ConvReLU2d at
-  // the conv's path, sharing its tensors.
-  const Pattern conv_relu{where("Conv2d without padding=\"same\"",
-                                [](const Node& n, const GraphModule& owner) {
-                                  static const NodePattern is_conv = module_type<nn::Conv2d>();
-                                  return is_conv.matches(n, owner) &&
-                                         !owner.get_submodule<nn::Conv2d>(n.target())->options().padding.same;
-                                }),
-                          relu_node()};
-  done.conv_relu = replace_pattern(gm, conv_relu, [](GraphModule& owner, const Match& m) -> nn::ModulePtr {
-    return std::make_shared<nn::ConvReLU2d>(*owner.get_submodule<nn::Conv2d>(m.nodes[0]->target()));
+  // Module → ReLU, for every module with a fused form (nn::Module::fused_with_relu): BatchNorm2d,
+  // Conv2d (every conv → BN → ReLU once fuse_conv_bn folded the BN), QConvBN. The fused
+  // module takes the module's path and shares its tensors.
+  const NodePattern fusable = where("module with a fused ReLU form", [](const Node& n, const GraphModule& owner) {
+    return n.op() == NodeOp::CallModule && owner.get_submodule(n.target())->fused_with_relu() != nullptr;
+  });
+  replace_pattern(gm, {fusable, relu_node()}, [&done](GraphModule& owner, const Match& m) -> nn::ModulePtr {
+    const nn::ModulePtr module = owner.get_submodule(m.nodes[0]->target());
+    ++done.module_relu[module->type_name()];
+    return module->fused_with_relu();
   });
   // add → ReLU: the add node becomes add_relu.
   for (const Match& m : match_chains(gm, {plain_tensor_add(), relu_node()})) {

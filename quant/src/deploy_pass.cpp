@@ -53,6 +53,7 @@ std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphMo
   detail::ScratchGenerator keep_callers_stream;
   auto deploy = detail::copy_graph_module(qat_gm);
   std::map<std::string, nn::ModulePtr> built;  // path -> D module (shared calls share one)
+  std::vector<fx::Node*> relu_after;            // nodes of a QConvBN that applied a ReLU itself
   for (fx::Node* n : deploy->graph()) {
     if (n->op() != fx::NodeOp::CallModule) continue;
     const std::string& path = n->target();
@@ -67,6 +68,18 @@ std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphMo
     s.replaced.push_back({n->name(), path, d.from, to, d.folds_bn ? path + ".bn" : ""});
     ++s.counts[to];
     if (d.folds_bn) ++s.batchnorm_folded;
+    if (const auto* qcb = dynamic_cast<const QConvBN*>(m.get()); qcb && qcb->applies_relu()) relu_after.push_back(n);
+  }
+  // A QConvBN fused with its ReLU (fx::fuse_activations) deploys as DConv2d → relu, the float
+  // graph's shape again (what the ONNX export and the int8 path expect).
+  for (fx::Node* n : relu_after) {
+    fx::Node* relu = nullptr;
+    {
+      auto guard = deploy->graph().inserting_after(n);
+      relu = deploy->graph().create_node(fx::NodeOp::CallFunction, "relu", {fx::Argument(n)}, {}, "relu");
+    }
+    relu->meta().outputs = n->meta().outputs;
+    n->replace_all_uses_with(relu, [relu](const fx::Node& user) { return &user != relu; });
   }
   for (auto& [path, module] : built) deploy->add_submodule(path, module);
   detail::finish_pass(*deploy, example, s);

@@ -84,7 +84,8 @@ Tensor QConvBN::forward_running_fold(const Tensor& xq) {
   Tensor y = F::conv2d(xq, quantize_weight(scaled), Tensor(), o.stride.list(), o.padding, o.dilation.list(), o.groups);
   y = y / k.view({1, o.out, 1, 1});
   if (bias.defined()) y = y + bias.view({1, o.out, 1, 1});
-  return (*bn)(y);  // batch statistics; BatchNorm2d moves its running statistics itself
+  // Batch statistics; BatchNorm2d moves its running statistics itself.
+  return applies_relu_ ? bn->forward_relu(y) : (*bn)(y);
 }
 
 Tensor QConvBN::forward(const Tensor& x) {
@@ -96,7 +97,15 @@ Tensor QConvBN::forward(const Tensor& x) {
   if (batch_statistics) std::tie(mean, invstd) = batch_stats(xq);
   else std::tie(mean, invstd) = running_stats_of(*bn, bn_options_.eps);
   auto [w, b] = fold(mean, invstd);
-  return F::conv2d(xq, quantize_weight(w), b, o.stride.list(), o.padding, o.dilation.list(), o.groups);
+  const Tensor y = F::conv2d(xq, quantize_weight(w), b, o.stride.list(), o.padding, o.dilation.list(), o.groups);
+  return applies_relu_ ? relu(y) : y;
+}
+
+nn::ModulePtr QConvBN::fused_with_relu() const {
+  if (applies_relu_) return nullptr;
+  auto fused = std::make_shared<QConvBN>(*this);  // shallow: shares tensors, observers and bn
+  fused->applies_relu_ = true;
+  return fused;
 }
 
 std::pair<Tensor, Tensor> QConvBN::fold_running_stats() const {
@@ -111,6 +120,7 @@ std::string QConvBN::extra_repr() const {
       bn_options_.momentum ? fmt::format("{}", *bn_options_.momentum) : "None");
   s += qconfig_repr();
   if (bn_frozen_) s += ", bn_frozen=True";
+  if (applies_relu_) s += ", relu=True";
   return s;
 }
 

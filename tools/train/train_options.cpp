@@ -38,7 +38,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "Check every op, module output, parameter and gradient for NaN/Inf and stop at the first, naming the "
                "step, module and op (slow: for debugging; runs the model unfused, as written)");
   app.add_flag("--no-fuse", o.no_fuse,
-               "Train the float model as written, without fusing its ReLUs (fx::fuse_activations: same results, ~2% slower)");
+               "Train the model as written, without fusing its ReLUs (fx::fuse_activations: same results, a few % slower)");
   app.add_flag("--eval-only", o.eval_only, "Only evaluate (with --weights, or CHECKPOINT_DIR/best.safetensors)");
   app.add_option("--subset", o.subset, "Train on the first N training samples only (quick runs)");
   app.add_option("--test-subset", o.test_subset, "Evaluate on the first N test samples only");

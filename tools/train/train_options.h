@@ -33,7 +33,7 @@ struct TrainOptions {
   bool resume = false;
   int64_t checkpoint_every = 0;  // also save last.safetensors every N optimizer steps (0 = epoch ends only)
   bool detect_anomaly = false;   // nn::DetectAnomaly around every training step
-  bool no_fuse = false;          // train the float model eagerly, without fx::fuse_activations
+  bool no_fuse = false;          // train the model as written, without fx::fuse_activations
   bool eval_only = false;
   int64_t subset = 0;       // train on the first N samples only (0 = all)
   int64_t test_subset = 0;  // evaluate on the first N test samples only (0 = all)

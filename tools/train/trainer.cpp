@@ -103,11 +103,15 @@ void Trainer::build() {
   setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
   step_model_ = model_;
   // --detect-anomaly debugs the model as written: its messages name the user's modules.
-  if (!o_.qat && !o_.no_fuse && !o_.detect_anomaly) {
-    // Zeros: tracing only needs the shapes, and drawing an input would move the random stream.
-    auto gm = fx::symbolic_trace(model_, zeros({1, data_.channels, data_.image_size, data_.image_size}));
-    fx::fuse_activations(*gm);
-    step_model_ = gm;
+  if (!o_.no_fuse && !o_.detect_anomaly) {
+    if (auto qat = std::dynamic_pointer_cast<fx::GraphModule>(model_)) {
+      fx::fuse_activations(*qat);  // the QAT model itself: its deploy pass restores the ReLUs
+    } else {
+      // Zeros: tracing only needs the shapes, and drawing an input would move the random stream.
+      auto gm = fx::symbolic_trace(model_, zeros({1, data_.channels, data_.image_size, data_.image_size}));
+      fx::fuse_activations(*gm);
+      step_model_ = gm;
+    }
   }
   optimizer_ = std::make_unique<nn::optim::SGD>(
       model_->parameters(), nn::optim::SGDOptions{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay});

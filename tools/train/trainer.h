@@ -54,7 +54,8 @@ class Trainer {
   DataSetup data_;
   nn::ModulePtr model_;  // the model trained: the zoo model, or its QAT GraphModule with --qat
   // What a training step runs: for float training model_ traced and fused (fx::fuse_activations,
-  // sharing model_'s tensors), else (QAT, --no-fuse, --detect-anomaly) model_ itself.
+  // sharing model_'s tensors); with --qat model_, fused in place; with --no-fuse or
+  // --detect-anomaly model_ as written.
   nn::ModulePtr step_model_;
   // --qat/--ptq: the float zoo model, its trace, the example input of the passes, and the float
   // model's test accuracy when QAT starts from float weights.

@@ -87,6 +87,8 @@ template class BatchNormBase<BatchNorm1d, 2, 3>;
 template class BatchNormBase<BatchNorm2d, 4, 4>;
 template class BatchNormBase<BatchNormReLU2d, 4, 4>;
 
+ModulePtr BatchNorm2d::fused_with_relu() const { return std::make_shared<BatchNormReLU2d>(*this); }
+
 BatchNormReLU2d::BatchNormReLU2d(const BatchNorm2d& bn)
     : BatchNormBase(bn.options(), {bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked}) {
   train(bn.is_training());

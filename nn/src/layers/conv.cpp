@@ -57,6 +57,10 @@ std::string conv2d_repr(const Conv2dOptions& o) {
 
 std::string Conv2d::extra_repr() const { return conv2d_repr(options_); }
 
+ModulePtr Conv2d::fused_with_relu() const {
+  return options_.padding.same ? nullptr : std::make_shared<ConvReLU2d>(*this);
+}
+
 ConvReLU2d::ConvReLU2d(const Conv2d& conv) : weight(conv.weight), bias(conv.bias), options_(conv.options()) {
   QFLOW_CHECK(!options_.padding.same, "ConvReLU2d: padding=\"same\" is not supported (it pads unevenly for even kernels)");
   reset();

@@ -8,7 +8,9 @@
 //   W' = W * s,  b' = beta + (b - mean) * s,  s = gamma / sqrt(var + eps)   (s per output channel).
 // The fused model runs one kernel per conv instead of two and keeps the eval outputs (up to
 // float rounding: the folding is computed in float64 and rounded once to the weight dtype).
+#include <map>
 #include <memory>
+#include <string>
 
 #include "qflow/fx/graph_module.h"
 #include "qflow/nn/layers/batchnorm.h"
@@ -30,27 +32,29 @@ std::shared_ptr<GraphModule> fuse_conv_bn(const GraphModule& gm);
 
 /// What fuse_activations changed.
 struct ActivationFusions {
-  size_t batch_norm_relu = 0;  // BatchNorm2d → ReLU chains now one BatchNormReLU2d
-  size_t conv_relu = 0;        // Conv2d → ReLU chains now one ConvReLU2d
-  size_t add_relu = 0;         // add → ReLU chains now one add_relu
-  size_t inplace_relu = 0;     // ReLUs now overwriting their input (relu_)
-  /// "9 BatchNorm2d+ReLU fused, 0 Conv2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place".
+  /// Module → ReLU chains now one module, by the module's type ("BatchNorm2d": 9).
+  std::map<std::string, size_t> module_relu;
+  size_t add_relu = 0;      // add → ReLU chains now one add_relu
+  size_t inplace_relu = 0;  // ReLUs now overwriting their input (relu_)
+  /// module_relu's count for `type` (0 when absent).
+  size_t modules(const std::string& type) const;
+  /// "9 BatchNorm2d+ReLU fused, 8 add+ReLU fused, 0 ReLU made in-place".
   std::string to_string() const;
 };
 
 /// Fuses ReLUs into what computes their input, in place, for training as for inference
 /// (PyTorch users get this from torch.compile; here it is an explicit pass):
-///  - BatchNorm2d → ReLU (module, relu or relu_) becomes a BatchNormReLU2d at the batch
-///    norm's path that shares its parameters and buffers, so gm's state_dict keys and values
-///    are unchanged and training gm trains the module it was traced from;
-///  - Conv2d → ReLU becomes a ConvReLU2d at the conv's path sharing its tensors (a oneDNN
-///    post-op; in eval after fuse_conv_bn this is conv + BN + ReLU in one primitive);
+///  - module → ReLU (module, relu or relu_) becomes the module's fused_with_relu() form at the
+///    module's path, sharing its parameters and buffers, so gm's state_dict keys and values are
+///    unchanged and training gm trains the module it was traced from: BatchNorm2d becomes
+///    BatchNormReLU2d, Conv2d a ConvReLU2d (a oneDNN post-op; in eval after fuse_conv_bn that
+///    is conv + BN + ReLU in one primitive), quant::QConvBN one that applies the ReLU;
 ///  - add(a, b) → ReLU (alpha 1) becomes add_relu(a, b);
 ///  - any other ReLU whose input only it reads, computed by a Conv2d, Linear, conv2d, linear,
 ///    add, sub, mul or matmul (whose backward does not read its own output), becomes relu_.
 /// Chains follow Note [Chain patterns]. Outputs and gradients stay equal bit for bit (oneDNN's
-/// ReLU post-op included, tests/fx/fuse_activations_test.cpp). Run it
-/// after the quantization passes, never before: they look for BatchNorm2d.
+/// ReLU post-op included, tests/fx/fuse_activations_test.cpp). Run it after the quantization
+/// passes, never before: they look for BatchNorm2d.
 ActivationFusions fuse_activations(GraphModule& gm);
 
 }  // namespace qflow::fx

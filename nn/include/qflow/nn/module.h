@@ -133,6 +133,10 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Deep copy: new parameters, buffers and children, independent of this module's data and
   /// autograd graph. Derive from nn::Cloneable<X> to implement it; see Note [Module cloning].
   virtual ModulePtr clone() const;
+  /// A module computing relu(forward(x)) in one go, sharing this module's parameters, buffers
+  /// and children, with its state_dict keys (fx::fuse_activations installs it in place of this
+  /// module and the ReLU after it); null when there is no such form.
+  virtual ModulePtr fused_with_relu() const { return nullptr; }
 
   // ---- state -----------------------------------------------------------------------------
   /// Parameters and persistent buffers by dotted name (own entries first, then children),

@@ -65,6 +65,12 @@ class QConvBN : public nn::Cloneable<QConvBN>, public QuantModule {
   /// quantization, b' always defined.
   std::pair<Tensor, Tensor> fold_running_stats() const;
 
+  /// A QConvBN sharing this one's parameters, buffers, observers and children that applies a
+  /// ReLU to its output (in training with the running fold: batch_norm_relu); the deploy
+  /// pass puts the ReLU back after its DConv2d.
+  nn::ModulePtr fused_with_relu() const override;
+  /// True for the fused_with_relu() form.
+  bool applies_relu() const { return applies_relu_; }
   const nn::Conv2dOptions& conv_options() const { return conv_options_; }
   const nn::BatchNormOptions& bn_options() const { return bn_options_; }
 
@@ -83,6 +89,7 @@ class QConvBN : public nn::Cloneable<QConvBN>, public QuantModule {
   nn::Conv2dOptions conv_options_;
   nn::BatchNormOptions bn_options_;
   bool bn_frozen_ = false;
+  bool applies_relu_ = false;
 };
 
 }  // namespace qflow::quant

@@ -29,6 +29,8 @@ class BatchNormBase : public Cloneable<Derived> {
   explicit BatchNormBase(BatchNormOptions options);
   void reset();
   Tensor forward(const Tensor& x) override;
+  /// relu(forward(x)) in one op (batch_norm_relu, Note [Batch norm fused with ReLU]).
+  Tensor forward_relu(const Tensor& x) { return normalize(x, true); }
   std::string extra_repr() const override;
   const BatchNormOptions& options() const { return options_; }
 
@@ -57,6 +59,8 @@ class BatchNorm1d : public BatchNormBase<BatchNorm1d, 2, 3> {
 class BatchNorm2d : public BatchNormBase<BatchNorm2d, 4, 4> {
  public:
   using BatchNormBase::BatchNormBase;
+  /// A BatchNormReLU2d sharing this module's tensors.
+  ModulePtr fused_with_relu() const override;
 };
 
 /// relu(BatchNorm2d(x)) in one fused op (batch_norm_relu; PyTorch's intrinsic BNReLU2d), with
@@ -68,7 +72,7 @@ class BatchNormReLU2d : public BatchNormBase<BatchNormReLU2d, 4, 4> {
   /// Takes over `bn`'s parameters and buffers (shared: training one trains the other) and
   /// its train/eval mode.
   explicit BatchNormReLU2d(const BatchNorm2d& bn);
-  Tensor forward(const Tensor& x) override { return normalize(x, true); }
+  Tensor forward(const Tensor& x) override { return forward_relu(x); }
 };
 
 }  // namespace qflow::nn

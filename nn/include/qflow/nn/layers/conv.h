@@ -38,6 +38,8 @@ class Conv2d : public Cloneable<Conv2d> {
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   const Conv2dOptions& options() const { return options_; }
+  /// A ConvReLU2d sharing this module's tensors; null for padding="same".
+  ModulePtr fused_with_relu() const override;
 
   Tensor weight;
   Tensor bias;
