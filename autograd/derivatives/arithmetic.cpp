@@ -26,9 +26,9 @@ TensorList div_backward(const BackwardContext& ctx, const TensorList& g) {
   Tensor gb;
   if (ctx.needs_grad(1)) {
     const Tensor& a = ctx.input(0);
-    // A broadcast divisor (QConvBN's per-channel factor): reduce g * a to b's shape first and
-    // divide the small result, two passes over the activation instead of five.
-    if (b.numel() < g[0].numel() && a.sizes() == g[0].sizes()) gb = div(sum_to(mul(g[0], a), b.sizes()), mul(b, b)).neg();
+    // A broadcast divisor (QConvBN's per-channel factor): reduce g * a to b's shape first, in
+    // one pass that does not write the product, and divide the small result.
+    if (b.numel() < g[0].numel() && a.sizes() == g[0].sizes()) gb = div(mul_sum_to(g[0], a, b.sizes()), mul(b, b)).neg();
     else gb = mul(div(div(g[0], b), b), a).neg();
   }
   return {ga, gb};

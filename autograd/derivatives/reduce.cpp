@@ -88,6 +88,10 @@ TensorList logsumexp_backward(const BackwardContext& ctx, const TensorList& g) {
 }
 
 TensorList sum_to_backward(const BackwardContext& ctx, const TensorList& g) { return {expand(g[0], sym(ctx.input_sizes(0)))}; }
+// d/dself sum_to(self * other) = g (broadcast back) * other, and symmetrically.
+TensorList mul_sum_to_backward(const BackwardContext& ctx, const TensorList& g) {
+  return {ctx.needs_grad(0) ? mul(g[0], ctx.input(1)) : Tensor(), ctx.needs_grad(1) ? mul(g[0], ctx.input(0)) : Tensor()};
+}
 
 // max()/min() of everything: the gradient is shared evenly among the elements equal to the
 // result (NaN results: among the NaNs), as PyTorch 1.13 does.
@@ -125,6 +129,7 @@ QFLOW_REGISTER_DERIVATIVES(reduce) {
   registry.def("logsumexp",
                {.node_name = "LogsumexpBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = logsumexp_backward});
   registry.def("sum_to", {.node_name = "SumToBackward", .backward = sum_to_backward});
+  registry.def("mul_sum_to", {.node_name = "MulSumToBackward", .save_inputs = kSaveAll, .backward = mul_sum_to_backward});
   registry.def("max.all", {.node_name = "MaxBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = all_backward});
   registry.def("min.all", {.node_name = "MinBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = all_backward});
   registry.def("max.dim", {.node_name = "MaxBackward", .save_outputs = true, .backward = dim_backward});

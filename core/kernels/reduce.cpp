@@ -6,6 +6,7 @@
 
 #include "channel_loops.h"
 #include "kernel_utils.h"
+#include "opaque_elementwise.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/ops.h"
 #include "reduce_loop.h"
@@ -227,21 +228,49 @@ std::vector<TensorMeta> sum_to_meta(const Stack& a) {
 }
 
 // x: broadcast of a tensor of shape `sizes` → (sizes), same dtype (a gradient keeps its type).
-// Per-channel sums of a channel-blocked (N, C, H, W) tensor into (1, C, 1, 1) or (C, 1, 1): the
-// gradient of a per-channel factor (QConvBN's running fold) without leaving the blocked layout
-// (Note [Opaque layouts]). Summed like batch norm's statistics (channel_sums, double across runs).
-bool blocked_channel_sum(const Tensor& x, const std::vector<int64_t>& sizes, Tensor& result) {
+// Per-channel sums of a channel-blocked (N, C, H, W) tensor, or of the product of two in one
+// layout (y defined), into (1, C, 1, 1) or (C, 1, 1): the gradient of a per-channel factor
+// (QConvBN's running fold) without leaving the blocked layout (Note [Opaque layouts]) or, for the
+// product, writing it. Summed like batch norm's statistics (channel_sums, double across runs).
+bool blocked_channel_sum(const Tensor& x, const std::vector<int64_t>& sizes, Tensor& result, const Tensor& y = Tensor()) {
   const OpaqueLayout* l = x.impl()->opaque_layout();
   if (!l || l->channel_block() == 0 || x.dim() != 4 || x.dtype() != DType::Float32) return false;
+  if (y.defined() && !same_opaque_layout(x, y)) return false;
   const int64_t C = x.sizes()[1];
   if (sizes != std::vector<int64_t>{1, C, 1, 1} && sizes != std::vector<int64_t>{C, 1, 1}) return false;
   const ChannelLayout cl{x.sizes()[0], C, x.sizes()[2] * x.sizes()[3], l->channel_block()};
   std::vector<double> sums(C, 0.0);
   const float* px = static_cast<const float*>(x.impl()->data());
-  channel_sums<1>(cl, {sums.data()}, [px](int64_t i, int64_t) { return std::array<float, 1>{px[i]}; });
+  if (y.defined()) {
+    const float* py = static_cast<const float*>(y.impl()->data());
+    channel_sums<1>(cl, {sums.data()}, [px, py](int64_t i, int64_t) { return std::array<float, 1>{px[i] * py[i]}; });
+  } else {
+    channel_sums<1>(cl, {sums.data()}, [px](int64_t i, int64_t) { return std::array<float, 1>{px[i]}; });
+  }
   result = new_tensor(sizes, DType::Float32);
   std::copy(sums.begin(), sums.end(), result.data_ptr<float>());
   return true;
+}
+
+// sum_to(self * other, size) with self and other of one shape, which `size` broadcasts to.
+std::vector<TensorMeta> mul_sum_to_meta(const Stack& a) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& y = a[1].tensor();
+  QFLOW_CHECK(x.sizes() == y.sizes() && x.dtype() == y.dtype(),
+              "mul_sum_to: expected self and other of one shape and dtype, got {} {} and {} {}", x.sizes(), x.dtype(),
+              y.sizes(), y.dtype());
+  const auto sizes = a[2].int_list();
+  sum_to_dims(x, sizes);
+  return one(sizes, x.dtype());
+}
+
+Stack mul_sum_to_kernel(Stack& a) {
+  mul_sum_to_meta(a);
+  const Tensor& x = a[0].tensor();
+  const Tensor& y = a[1].tensor();
+  const auto sizes = a[2].int_list();
+  if (Tensor o; blocked_channel_sum(x, sizes, o, y)) return out(o);
+  return out(sum_to(mul(x, y), sizes));
 }
 
 Stack sum_to_kernel(Stack& a) {
@@ -271,6 +300,8 @@ QFLOW_REGISTER_OPS(reduce) {
   registry.def("logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor", logsumexp_meta, logsumexp_kernel);
   registry.def("sum_to(Tensor self, int[] size) -> Tensor", sum_to_meta, sum_to_kernel);
   registry.allow_opaque_layout("sum_to");
+  registry.def("mul_sum_to(Tensor self, Tensor other, int[] size) -> Tensor", mul_sum_to_meta, mul_sum_to_kernel);
+  registry.allow_opaque_layout("mul_sum_to");
 }
 
 // ---- typed API --------------------------------------------------------------------------------
@@ -284,6 +315,10 @@ Tensor var(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
 Tensor std(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
   QFLOW_OP_HANDLE("std");
   return call_tensor(op, {x, dims, unbiased, keepdim});
+}
+Tensor mul_sum_to(const Tensor& self, const Tensor& other, const IntList& sizes) {
+  QFLOW_OP_HANDLE("mul_sum_to");
+  return call_tensor(op, {self, other, sizes});
 }
 Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
   QFLOW_OP_HANDLE("logsumexp");

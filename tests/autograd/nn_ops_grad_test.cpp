@@ -214,3 +214,8 @@ TEST(NnOpsGradTest, Conv2dReluWrtInputWeightBias) {
   Tensor x = leaf({2, 2, 4, 4}, 0.2), w = leaf({3, 2, 3, 3}, 1.1, 0.5), b = leaf({3}, 0.7, 0.2);
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return conv2d_relu(in[0], in[1], in[2], {1}, {1}); }, {x, w, b}));
 }
+
+TEST(NnOpsGradTest, MulSumToWrtBothInputs) {
+  Tensor a = leaf({2, 3, 2, 2}, 0.1), b = leaf({2, 3, 2, 2}, 0.9);
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return mul_sum_to(in[0], in[1], {1, 3, 1, 1}); }, {a, b}));
+}

@@ -190,3 +190,25 @@ TEST(FusedActivationTest, Conv2dReluEqualsTheUnfusedPairOnEveryEngine) {
   }
   EXPECT_THAT(error_of([] { conv2d_relu(zeros({1, 3, 4, 4}), zeros({2, 4, 3, 3})); }), HasSubstr("conv2d_relu"));
 }
+
+TEST(FusedActivationTest, MulSumToEqualsSumToOfTheProductPlainAndBlocked) {
+  // The gradient of QConvBN's per-channel divisor: sum over all but the channel of g * y.
+  manual_seed(9);
+  const Tensor g = randn({2, 20, 5, 5}), y = randn({2, 20, 5, 5});
+  EXPECT_EQ(to_vector<float>(mul_sum_to(g, y, {1, 20, 1, 1})), to_vector<float>(sum_to(mul(g, y), {1, 20, 1, 1})));
+  EXPECT_EQ(to_vector<float>(mul_sum_to(g, y, {20, 1, 1})), to_vector<float>(sum_to(mul(g, y), {20, 1, 1})));
+  EXPECT_EQ(to_vector<float>(mul_sum_to(g, y, {5})), to_vector<float>(sum_to(mul(g, y), {5})));
+  // Blocked operands (oneDNN convolution outputs) are summed in place, in double across runs.
+  ConvSettingsGuard direct(ConvEngine::OneDNN, ConvAlgorithm::Direct);
+  set_conv_keeps_blocked_layout(true);
+  const Tensor x = randn({2, 8, 5, 5}), w1 = randn({20, 8, 3, 3}), w2 = randn({20, 8, 3, 3});
+  const Tensor a = conv2d(x, w1, std::nullopt, {1}, {1}), b = conv2d(x, w2, std::nullopt, {1}, {1});
+  if (a.impl()->opaque_layout() == nullptr) GTEST_SKIP() << "oneDNN chose a plain layout on this CPU";
+  const Tensor fused = mul_sum_to(a, b, {1, 20, 1, 1});
+  EXPECT_NE(a.impl()->opaque_layout(), nullptr) << "the operands stay blocked";
+  const Tensor reference = sum_to(mul(a.to(DType::Float64), b.to(DType::Float64)), {1, 20, 1, 1});
+  const auto got = to_vector<float>(fused);
+  const auto want = to_vector<double>(reference);
+  for (size_t c = 0; c < got.size(); ++c) EXPECT_NEAR(got[c], want[c], 1e-5 * (1.0 + std::abs(want[c]))) << "channel " << c;
+  EXPECT_THAT(error_of([] { mul_sum_to(zeros({2, 3}), zeros({3}), {3}); }), HasSubstr("mul_sum_to: expected self and other of one shape"));
+}

@@ -82,6 +82,9 @@ Tensor amin(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
 /// Sums `x` down to `sizes` (the inverse of broadcasting; used by gradients).
 Tensor sum_to(const Tensor& x, const IntList& sizes);
+/// sum_to(self * other, sizes) for self and other of one shape, without writing the product
+/// when both are channel-blocked and sizes is per channel (the gradient of a per-channel divisor).
+Tensor mul_sum_to(const Tensor& self, const Tensor& other, const IntList& sizes);
 
 // ---- shape and views -------------------------------------------------------------------------
 Tensor view(const Tensor& x, const SymIntList& sizes);
