@@ -28,10 +28,7 @@ Stack add_relu_kernel(Stack& a) {
   Tensor y = a[1].tensor();
   if (x.impl()->opaque_layout() && x.dtype() == DType::Float32 && y.sizes() == x.sizes()) {
     // Blocked activations stay blocked; a plain operand joins x's layout (Note [Opaque layouts]).
-    if (!same_opaque_layout(x, y)) {
-      y.impl()->make_plain();
-      y = to_opaque_layout_of(y, x);
-    }
+    y = joined_to_layout_of(y, x);
     Tensor o = new_opaque_like(x);
     opaque_binary_into(o, x, y, [](float p, float q) { return relu_fn(p + q); });
     return out(o);

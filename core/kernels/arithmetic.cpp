@@ -83,10 +83,7 @@ bool opaque_add(const Stack& a, const Tensor& out_tensor) {
   Tensor y = a[1].tensor();
   if (!x.impl()->opaque_layout() || x.dtype() != DType::Float32 || y.dtype() != DType::Float32 || x.sizes() != y.sizes())
     return false;
-  if (!same_opaque_layout(x, y)) {
-    y.impl()->make_plain();
-    y = to_opaque_layout_of(y, x);
-  }
+  y = joined_to_layout_of(y, x);
   const float al = alpha_of(a).to<float>();
   if (al == 1.0f) opaque_binary_into(out_tensor, x, y, [](float p, float q) { return p + q; });
   else opaque_binary_into(out_tensor, x, y, [al](float p, float q) { return p + al * q; });

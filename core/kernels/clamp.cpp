@@ -82,10 +82,7 @@ Stack threshold_backward_kernel(Stack& a) {
   Tensor g = a[0].tensor();
   if (y.impl()->opaque_layout() && y.dtype() == DType::Float32) {
     // A plain gradient (from the classifier) joins the blocked activations here.
-    if (!same_opaque_layout(g, y)) {
-      g.impl()->make_plain();
-      g = to_opaque_layout_of(g, y);
-    }
+    g = joined_to_layout_of(g, y);
     const float t = a[2].scalar().to<float>();
     Tensor gx = new_opaque_like(y);
     opaque_binary_into(gx, g, y, [t](float gv, float yv) { return yv > t ? gv : 0.0f; });

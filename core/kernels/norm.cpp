@@ -106,9 +106,7 @@ Tensor like_input(const Tensor& t, const Tensor& x) {
     t.impl()->make_plain();
     return contiguous(t);
   }
-  if (same_opaque_layout(t, x)) return t;
-  t.impl()->make_plain();
-  return to_opaque_layout_of(t, x);
+  return joined_to_layout_of(t, x);
 }
 
 // A new tensor laid out like `x`.

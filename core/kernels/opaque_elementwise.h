@@ -24,6 +24,14 @@ inline bool same_opaque_layout(const Tensor& a, const Tensor& b) {
          b.dtype() == DType::Float32;
 }
 
+/// `t` (float32, `like`'s sizes) in `like`'s opaque layout: itself when it already is, else
+/// made plain and converted (a plain gradient or operand joining blocked activations).
+inline Tensor joined_to_layout_of(Tensor t, const Tensor& like) {
+  if (same_opaque_layout(t, like)) return t;
+  t.impl()->make_plain();
+  return to_opaque_layout_of(t, like);
+}
+
 /// out[i] = f(x[i]) over the storage; out may be x (in place).
 template <typename F>
 void opaque_unary_into(const Tensor& out, const Tensor& x, const F& f) {

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -26,14 +27,7 @@ Tensor leaf(const IntList& shape, double seed, double scale = 1.0, double shift 
 
 Tensor i64(std::initializer_list<int64_t> v, const IntList& shape = {}) { return from_vector<int64_t>(v, shape); }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using qflow::testing_util::error_of;
 
 }  // namespace
 

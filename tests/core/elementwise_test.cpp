@@ -8,20 +8,14 @@
 #include <limits>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using qflow::testing_util::error_of;
 
 template <typename T>
 void expect_near(const Tensor& t, const std::vector<T>& expected, double rel) {

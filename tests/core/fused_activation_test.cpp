@@ -7,20 +7,14 @@
 #include <functional>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using qflow::testing_util::error_of;
 
 void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.sizes(), b.sizes()) << what;

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -29,14 +30,7 @@ void expect_close(const Tensor& actual, const std::vector<double>& expected, dou
     ASSERT_NEAR(a[i], expected[i], atol + rtol * std::abs(expected[i])) << "element " << i;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using qflow::testing_util::error_of;
 
 Tensor i64(std::initializer_list<int64_t> v, const IntList& shape = {}) { return from_vector<int64_t>(v, shape); }
 

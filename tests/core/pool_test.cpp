@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -30,14 +31,7 @@ void expect_close(const Tensor& actual, const IntList& shape, const std::vector<
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], expected[i], tol * (1 + std::abs(expected[i]))) << "element " << i;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using qflow::testing_util::error_of;
 
 }  // namespace
 

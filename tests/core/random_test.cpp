@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -17,14 +18,7 @@ namespace {
 
 using Words = std::array<uint32_t, 4>;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using qflow::testing_util::error_of;
 
 struct Moments {
   double mean = 0, std = 0;
