@@ -27,6 +27,15 @@ namespace qflow {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
               int64_t groups = 1);
+/// The integer convolution of a deployed int8 model (Note [Integer convolution]):
+///   y = output_scale[o] * sum((input - input_zero_point) * weight) + bias[o]   (float32, then
+/// ReLU when `relu`). input: (N, C, H, W) uint8 or int8; weight: (O, C / groups, kH, kW) int8;
+/// output_scale: float32, 1 or O values (s_x * s_w); bias: float32 (O,) or undefined.
+/// oneDNN's u8/s8 kernels (VNNI) run it where they can, exact float64 sums elsewhere.
+Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor& output_scale,
+                        const Tensor& bias = Tensor(), int64_t input_zero_point = 0, const IntList& stride = {1},
+                        const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1,
+                        bool relu = false);
 /// relu(conv2d(...)) in one op: on oneDNN the ReLU is a post-op applied before the output is
 /// stored (an inference fusion, fx::fuse_activations); differentiable like the pair.
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,

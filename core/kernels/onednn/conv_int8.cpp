@@ -1,0 +1,166 @@
+// Integer convolution on oneDNN. See Note [Integer convolution] in core/kernels/quantized_conv.cpp.
+#include "conv_int8.h"
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "../kernel_utils.h"
+#include "onednn_context.h"
+#include "qflow/core/conv_ops.h"
+
+namespace qflow::kernels::onednn {
+
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+// oneDNN bakes per-channel output scales into the primitive (2.6 takes no runtime per-channel
+// scales on x64), so a plan belongs to one layer: geometry, input type, zero point or not,
+// ReLU, bias, and the scales themselves.
+struct Int8Key {
+  std::vector<int64_t> dims;  // geometry, input type, flags
+  std::vector<float> scales;
+  bool operator==(const Int8Key& o) const { return dims == o.dims && scales == o.scales; }
+};
+
+struct Int8KeyHash {
+  size_t operator()(const Int8Key& k) const {
+    size_t h = 0;
+    for (int64_t d : k.dims) h = h * 1000003u ^ static_cast<size_t>(d);
+    for (float s : k.scales) {
+      uint32_t bits;
+      std::memcpy(&bits, &s, sizeof bits);
+      h = h * 1000003u ^ bits;
+    }
+    return h;
+  }
+};
+
+struct Int8Plan {
+  dnnl::convolution_forward prim;
+  memory::desc x, w, y, scratch;
+  memory::desc x_plain, w_plain, y_plain;
+  std::vector<float> scales;
+  // The weights in the primitive's layout, by the plain weight's storage and version.
+  std::weak_ptr<Storage> w_storage;
+  uint64_t w_version = 0;
+  Tensor w_reordered;
+};
+
+struct Int8Cache {
+  std::mutex mutex;
+  std::unordered_map<Int8Key, std::unique_ptr<Int8Plan>, Int8KeyHash> plans;
+};
+
+Int8Cache& int8_cache() {
+  static Int8Cache c;
+  return c;
+}
+
+memory::dims x_dims(const ConvGeometry& g) { return {g.n, g.c, g.h, g.w}; }
+memory::dims w_dims(const ConvGeometry& g) { return {g.o, g.c, g.kh, g.kw}; }
+memory::dims y_dims(const ConvGeometry& g) { return {g.n, g.o, g.oh, g.ow}; }
+
+std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, dt src, bool zero_point, bool bias, bool relu,
+                                         const std::vector<float>& scales) {
+  const memory::dims strides{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
+  const memory::desc b = bias ? memory::desc({g.o}, dt::f32, tag::x) : memory::desc();
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                    memory::desc(x_dims(g), src, tag::any), memory::desc(w_dims(g), dt::s8, tag::any), b,
+                                    memory::desc(y_dims(g), dt::f32, tag::any), strides, dil, pad, pad);
+  dnnl::primitive_attr attr = default_attr();
+  attr.set_output_scales(scales.size() == 1 ? 0 : 1 << 1, scales);
+  if (zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
+  auto plan = std::make_unique<Int8Plan>();
+  plan->prim = dnnl::convolution_forward(pd);
+  plan->x = pd.src_desc(), plan->w = pd.weights_desc(), plan->y = pd.dst_desc(), plan->scratch = pd.scratchpad_desc();
+  plan->x_plain = memory::desc(x_dims(g), src, tag::nchw);
+  plan->w_plain = memory::desc(w_dims(g), dt::s8, tag::oihw);
+  plan->y_plain = memory::desc(y_dims(g), dt::f32, tag::nchw);
+  plan->scales = scales;
+  return plan;
+}
+
+void* raw(const Tensor& t) { return t.impl()->data(); }
+
+// `t` (plain, layout `from`) in layout `to`: t itself when they agree, else a reordered buffer.
+Tensor reordered(const Tensor& t, const memory::desc& from, const memory::desc& to) {
+  if (from == to) return t;
+  Tensor out = buffer_for(to);
+  auto src = view(from, raw(t)), dst = view(to, raw(out));
+  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  return out;
+}
+
+}  // namespace
+
+bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale) {
+  if (conv_engine() != ConvEngine::OneDNN || g.groups != 1 || g.n == 0) return false;
+  for (float s : output_scale)
+    if (!(s > 0.0f) || !std::isfinite(s)) return false;
+  return true;
+}
+
+Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
+                   const std::vector<float>& output_scale, const Tensor& bias, bool relu) {
+  const dt src = x.dtype() == DType::UInt8 ? dt::u8 : dt::s8;
+  const bool has_zp = zero_point != 0;
+  Int8Key key{{g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, static_cast<int64_t>(src),
+               has_zp, bias.defined(), relu},
+              output_scale};
+  auto& c = int8_cache();
+  std::unique_lock lock(c.mutex);
+  auto it = c.plans.find(key);
+  if (it == c.plans.end()) it = c.plans.emplace(key, make_int8_plan(g, src, has_zp, bias.defined(), relu, output_scale)).first;
+  Int8Plan& plan = *it->second;
+  // Weights are reordered once per version of their storage (deployed weights never change).
+  const std::shared_ptr<Storage>& storage = w.impl()->storage();
+  const uint64_t version = storage ? storage->version() : 0;
+  if (plan.w_storage.lock() != storage || plan.w_version != version || !plan.w_reordered.defined()) {
+    Tensor copy = buffer_for(plan.w);
+    auto s = view(plan.w_plain, raw(w)), d = view(plan.w, raw(copy));
+    dnnl::reorder(s, d).execute(stream(), s, d);
+    plan.w_storage = storage;
+    plan.w_version = version;
+    plan.w_reordered = copy;
+  }
+  const Tensor ws = plan.w_reordered;
+  lock.unlock();
+
+  const Tensor xs = reordered(x, plan.x_plain, plan.x);
+  Tensor out = new_tensor({g.n, g.o, g.oh, g.ow}, DType::Float32);
+  Tensor y = plan.y == plan.y_plain ? out : buffer_for(plan.y);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, view(plan.x, raw(xs))},
+                                       {DNNL_ARG_WEIGHTS, view(plan.w, raw(ws))},
+                                       {DNNL_ARG_DST, view(plan.y, raw(y))}};
+  // oneDNN adds the bias before scaling: y = scale * (sum + bias'), so bias' = bias / scale.
+  Tensor scaled_bias;
+  if (bias.defined()) {
+    scaled_bias = new_tensor({g.o}, DType::Float32);
+    const float* pb = bias.data_ptr<float>();
+    float* ps = scaled_bias.data_ptr<float>();
+    for (int64_t o = 0; o < g.o; ++o) ps[o] = pb[o] / output_scale[output_scale.size() == 1 ? 0 : o];
+    args.emplace(DNNL_ARG_BIAS, view(memory::desc({g.o}, dt::f32, tag::x), raw(scaled_bias)));
+  }
+  int32_t zp = static_cast<int32_t>(zero_point);
+  if (has_zp) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::x), &zp));
+  args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad(plan.scratch));
+  plan.prim.execute(stream(), args);
+  if (y.impl() != out.impl()) {
+    auto src = view(plan.y, raw(y)), dst = view(plan.y_plain, raw(out));
+    dnnl::reorder(src, dst).execute(stream(), src, dst);
+  }
+  return out;
+}
+
+}  // namespace qflow::kernels::onednn

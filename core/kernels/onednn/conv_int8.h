@@ -1,0 +1,22 @@
+#pragma once
+// Integer convolution through oneDNN (u8/s8 activations × s8 weights, int32 sums, VNNI where
+// the CPU has it): the kernel of quantized_conv2d. See Note [Integer convolution].
+#include <vector>
+
+#include "../im2col.h"
+#include "qflow/core/tensor.h"
+
+namespace qflow::kernels::onednn {
+
+/// True when quantized_conv2d of this geometry runs on oneDNN: conv_engine() == OneDNN, groups
+/// 1, a batch of at least one image, every output scale positive (oneDNN takes the bias
+/// divided by it).
+bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale);
+
+/// x: (N, C, H, W) uint8 or int8 (plain), w: (O, C, kH, kW) int8 (plain), output_scale (O values),
+/// bias (O,) float32 or undefined → y: (N, O, Ho, Wo) float32 plain,
+///   y = output_scale[o] * sum((x - zero_point) * w) + bias[o], then relu when asked.
+Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
+                   const std::vector<float>& output_scale, const Tensor& bias, bool relu);
+
+}  // namespace qflow::kernels::onednn

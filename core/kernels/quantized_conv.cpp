@@ -1,0 +1,101 @@
+// quantized_conv2d: the integer convolution of a deployed int8 model.
+//
+// Note [Integer convolution]
+// y[n, o] = output_scale[o] * sum over (c, kh, kw) of (x - zero_point) * w  +  bias[o]   (float32),
+// then ReLU when asked, with x the layer's quantized input (uint8 for affine grids, int8 for
+// symmetric ones), w its int8 weights (zero point 0, per-channel or per-tensor scale s_w) and
+// output_scale = s_x * s_w: the dequantized result of conv2d(dequant(x), dequant(w)) + bias, with
+// the sums exact in int32 instead of rounded in float. Zero padding is a real zero (the input's
+// zero point), as in the float model. On oneDNN (u8/s8 × s8, VNNI where the CPU has it) the
+// scales are baked into the layer's primitive, and the bias enters as bias / output_scale because
+// oneDNN adds it before scaling: the result differs from the formula by float rounding only.
+// Elsewhere (the im2col engine, grouped convolutions, a zero scale) the sums run in float64 —
+// exact for any int8 layer — and the scaling in float32.
+#include <cmath>
+
+#include "im2col.h"
+#include "kernel_utils.h"
+#include "onednn/conv_int8.h"
+#include "qflow/core/conv_ops.h"
+#include "qflow/core/dispatch.h"
+#include "qflow/core/ops.h"
+#include "spatial_utils.h"
+
+namespace qflow {
+namespace kernels {
+namespace {
+
+// Arguments: input, weight, output_scale, bias?, input_zero_point, stride, padding, dilation,
+// groups, relu.
+ConvGeometry quantized_conv_geometry(const Stack& a) {
+  const char* op = "quantized_conv2d";
+  const Tensor& x = a[0].tensor();
+  const Tensor& w = a[1].tensor();
+  const Tensor& scale = a[2].tensor();
+  QFLOW_CHECK(x.dtype() == DType::UInt8 || x.dtype() == DType::Int8, "{}: expected a uint8 or int8 input, got {}", op,
+              x.dtype());
+  QFLOW_CHECK(w.dtype() == DType::Int8, "{}: expected int8 weights, got {}", op, w.dtype());
+  QFLOW_CHECK(x.dim() == 4, "{}: expected a 4-d input (N, C, H, W), got shape {}", op, x.sizes());
+  const ConvGeometry g =
+      conv_geometry(x.sizes(), w.sizes(), a[5].int_list(), a[6].int_list(), a[7].int_list(), a[8].to_int(), op);
+  QFLOW_CHECK(scale.dtype() == DType::Float32 && (scale.numel() == 1 || scale.numel() == g.o) && scale.dim() <= 1,
+              "{}: output_scale must be float32 with 1 or {} (output channels) elements, got {} of shape {}", op, g.o,
+              scale.dtype(), scale.sizes());
+  if (a[3].is_tensor() && a[3].tensor().defined()) {
+    const Tensor& b = a[3].tensor();
+    QFLOW_CHECK(b.dtype() == DType::Float32 && b.sizes() == std::vector<int64_t>{g.o},
+                "{}: bias must be float32 of shape [{}], got {} of shape {}", op, g.o, b.dtype(), b.sizes());
+  }
+  const int64_t zp = a[4].to_int();
+  const int64_t lo = x.dtype() == DType::UInt8 ? 0 : -128, hi = x.dtype() == DType::UInt8 ? 255 : 127;
+  QFLOW_CHECK(zp >= lo && zp <= hi, "{}: input_zero_point {} is outside the {} range [{}, {}]", op, zp, x.dtype(), lo, hi);
+  return g;
+}
+
+std::vector<TensorMeta> quantized_conv_meta(const Stack& a) {
+  return one(quantized_conv_geometry(a).output_sizes(), DType::Float32);
+}
+
+// The float64 path: exact integer sums through conv2d, then the float32 scaling.
+Tensor reference_conv(const ConvGeometry& g, const Stack& a, const Tensor& scale, const Tensor& bias, bool relu) {
+  const Tensor x = sub(a[0].tensor().to(DType::Float64), Scalar(a[4].to_int()));
+  const Tensor sums = conv2d(x, a[1].tensor().to(DType::Float64), std::nullopt, a[5].int_list(), a[6].int_list(),
+                             a[7].int_list(), g.groups)
+                          .to(DType::Float32);
+  Tensor y = mul(sums, scale.numel() == 1 ? scale.reshape({}) : scale.view({1, g.o, 1, 1}));
+  if (bias.defined()) y = add(y, bias.view({1, g.o, 1, 1}));
+  if (relu) relu_(y);
+  return y;
+}
+
+Stack quantized_conv_kernel(Stack& a) {
+  make_plain_args(a);
+  const ConvGeometry g = quantized_conv_geometry(a);
+  const Tensor x = contiguous(a[0].tensor()), w = contiguous(a[1].tensor());
+  const Tensor scale = contiguous(a[2].tensor());
+  const Tensor bias = a[3].is_tensor() && a[3].tensor().defined() ? contiguous(a[3].tensor()) : Tensor();
+  const bool relu = a[9].to_bool();
+  const std::vector<float> scales(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel());
+  if (onednn::handles_int8(g, scales)) return out(onednn::conv2d_int8(g, x, a[4].to_int(), w, scales, bias, relu));
+  return out(reference_conv(g, a, scale, bias, relu));
+}
+
+}  // namespace
+}  // namespace kernels
+
+QFLOW_REGISTER_OPS(quantized_conv) {
+  registry.def(
+      "quantized_conv2d(Tensor input, Tensor weight, Tensor output_scale, Tensor? bias=None, int input_zero_point=0, "
+      "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, bool relu=False) -> Tensor",
+      kernels::quantized_conv_meta, kernels::quantized_conv_kernel);
+}
+
+Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor& output_scale, const Tensor& bias,
+                        int64_t input_zero_point, const IntList& stride, const IntList& padding, const IntList& dilation,
+                        int64_t groups, bool relu) {
+  QFLOW_OP_HANDLE("quantized_conv2d");
+  return call_tensor(op, {input, weight, output_scale, bias.defined() ? Value(bias) : Value(), input_zero_point, stride,
+                          padding, dilation, groups, relu});
+}
+
+}  // namespace qflow

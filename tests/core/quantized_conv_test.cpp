@@ -1,0 +1,91 @@
+// quantized_conv2d (Note [Integer convolution]): oneDNN's integer kernels against the exact
+// float64 sums, for uint8 inputs with a zero point and int8 inputs, per-channel and per-tensor
+// scales, bias, ReLU, padding and stride; the fallback path; errors that name the op.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "error_of.h"
+#include "qflow/qflow.h"
+#include "relative_error.h"
+
+using namespace qflow;
+using qflow::testing_util::error_of;
+using qflow::testing_util::relative_error;
+using ::testing::HasSubstr;
+
+namespace {
+
+// Random integers in [lo, hi] as `dtype`.
+Tensor random_ints(const IntList& shape, int64_t lo, int64_t hi, DType dtype) {
+  return randint(lo, hi + 1, shape).to(dtype);
+}
+
+// The formula of the Note in float64: scale * sum((x - zp) * w) + bias, then relu.
+Tensor reference(const Tensor& x, int64_t zp, const Tensor& w, const Tensor& scale, const Tensor& bias, IntList stride,
+                 IntList padding, bool relu) {
+  const int64_t o = w.sizes()[0];
+  Tensor y = conv2d(x.to(DType::Float64) - zp, w.to(DType::Float64), std::nullopt, stride, padding);
+  y = y * (scale.numel() == 1 ? scale.to(DType::Float64).reshape({}) : scale.to(DType::Float64).view({1, o, 1, 1}));
+  if (bias.defined()) y = y + bias.to(DType::Float64).view({1, o, 1, 1});
+  return relu ? y.relu() : y;
+}
+
+}  // namespace
+
+TEST(QuantizedConvTest, IntegerKernelsEqualTheExactSumsScaled) {
+  struct Case {
+    DType input;
+    int64_t zero_point;
+    bool per_channel, with_bias, relu;
+    int64_t stride, padding;
+  };
+  for (const Case c : {Case{DType::UInt8, 37, true, true, false, 1, 1}, Case{DType::UInt8, 0, false, false, true, 2, 1},
+                       Case{DType::Int8, 0, true, true, true, 1, 0}, Case{DType::UInt8, 128, true, false, false, 1, 2}}) {
+    for (ConvEngine engine : {ConvEngine::OneDNN, ConvEngine::Im2col}) {
+      ConvSettingsGuard settings(engine, ConvAlgorithm::Auto);
+      manual_seed(1);
+      const bool u8 = c.input == DType::UInt8;
+      const Tensor x = random_ints({2, 32, 9, 9}, u8 ? 0 : -128, u8 ? 255 : 127, c.input);
+      const Tensor w = random_ints({24, 32, 3, 3}, -127, 127, DType::Int8);
+      const Tensor scale = c.per_channel ? rand({24}) * 1e-3 + 1e-4 : full({1}, 3e-4);
+      const Tensor bias = c.with_bias ? randn({24}) : Tensor();
+      const Tensor y = quantized_conv2d(x, w, scale, bias, c.zero_point, {c.stride}, {c.padding}, {1}, 1, c.relu);
+      const Tensor want = reference(x, c.zero_point, w, scale, bias, {c.stride}, {c.padding}, c.relu);
+      EXPECT_EQ(y.dtype(), DType::Float32);
+      EXPECT_EQ(y.sizes(), want.sizes());
+      // float32 scaling of exact sums (oneDNN: (sum + bias / scale) * scale): a few ulps.
+      EXPECT_LT(relative_error(y, want), 1e-6) << dtype_name(c.input) << " zp " << c.zero_point << " engine "
+                                               << static_cast<int>(engine);
+    }
+  }
+}
+
+TEST(QuantizedConvTest, GroupedAndZeroScaleLayersTakeTheExactPath) {
+  manual_seed(2);
+  const Tensor x = random_ints({1, 8, 5, 5}, 0, 255, DType::UInt8);
+  const Tensor w = random_ints({8, 1, 3, 3}, -127, 127, DType::Int8);  // depthwise
+  const Tensor scale = rand({8}) * 1e-2;
+  const Tensor y = quantized_conv2d(x, w, scale, Tensor(), 5, {1}, {1}, {1}, 8);
+  const Tensor want = conv2d(x.to(DType::Float64) - 5, w.to(DType::Float64), std::nullopt, {1}, {1}, {1}, 8) *
+                      scale.to(DType::Float64).view({1, 8, 1, 1});
+  EXPECT_LT(relative_error(y, want), 1e-6);
+  // A zero scale (an all-zero layer) gives zeros plus the bias, not NaN.
+  const Tensor w2 = random_ints({4, 8, 1, 1}, -127, 127, DType::Int8);
+  const Tensor y2 = quantized_conv2d(x, w2, zeros({4}), ones({4}), 5);
+  EXPECT_EQ(to_vector<float>(y2), std::vector<float>(y2.numel(), 1.0f));
+}
+
+TEST(QuantizedConvTest, BadArgumentsNameTheOp) {
+  const Tensor x = zeros({1, 4, 5, 5}, DType::UInt8), w = zeros({2, 4, 3, 3}, DType::Int8), s = ones({2});
+  EXPECT_THAT(error_of([&] { quantized_conv2d(zeros({1, 4, 5, 5}), w, s); }),
+              HasSubstr("quantized_conv2d: expected a uint8 or int8 input, got float32"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, zeros({2, 4, 3, 3}), s); }),
+              HasSubstr("quantized_conv2d: expected int8 weights, got float32"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, ones({3})); }),
+              HasSubstr("quantized_conv2d: output_scale must be float32 with 1 or 2 (output channels) elements"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, ones({3})); }),
+              HasSubstr("quantized_conv2d: bias must be float32 of shape [2]"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), 300); }),
+              HasSubstr("quantized_conv2d: input_zero_point 300 is outside the uint8 range [0, 255]"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, zeros({2, 3, 3, 3}, DType::Int8), s); }), HasSubstr("quantized_conv2d"));
+}
