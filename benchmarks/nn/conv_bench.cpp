@@ -1,6 +1,8 @@
 // qflow-bench-conv: conv2d throughput on every convolution shape of the CIFAR-10 ResNet18, per
 // pass (forward, backward data, backward weights) and per kernel: oneDNN direct, oneDNN
-// Winograd (3x3 stride-1 shapes, where oneDNN implements it) and the im2col + OpenBLAS path.
+// Winograd (3x3 stride-1 shapes, where oneDNN implements it) and the im2col + OpenBLAS path;
+// for the forward pass also the integer convolution of a deployed int8 model (quantized_conv2d:
+// uint8 input with a zero point, int8 weights, per-channel scales, float32 output).
 // GFLOP/s are "effective": direct-convolution FLOPs (2 per multiply-add) over time, so a
 // Winograd figure above the machine's FMA peak is possible and means fewer multiplies.
 //
@@ -10,9 +12,9 @@
 //   build/bin/qflow-bench-conv --threads=1      one thread for qflow, oneDNN and OpenBLAS
 //   build/bin/qflow-bench-conv --no-im2col      only the oneDNN kernels
 //
-// After Google Benchmark's table it prints one line per shape and pass: the three GFLOP/s
-// figures, Winograd over direct, and direct as a fraction of the FMA peak measured first
-// (AVX-512 or AVX2 FMAs on every thread, see fma_peak.h).
+// After Google Benchmark's table it prints one line per shape and pass: the four GFLOP/s
+// figures (int8: GOP/s), Winograd and int8 over direct, and direct as a fraction of the FMA peak
+// measured first (AVX-512 or AVX2 FMAs on every thread, see fma_peak.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -87,6 +89,18 @@ void BM_Conv(benchmark::State& state, const ConvShape& s, Pass pass, const Kerne
   state.counters["GFLOP/s"] = benchmark::Counter(s.flops(g_batch) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The forward pass of the deployed int8 layer: quantized input in, float32 out.
+void BM_ConvInt8(benchmark::State& state, const ConvShape& s) {
+  const qflow::Tensor x = qflow::randint(0, 256, {g_batch, s.in, s.size, s.size}).to(qflow::DType::UInt8);
+  const qflow::Tensor w = qflow::randint(-127, 128, {s.out, s.in, s.kernel, s.kernel}).to(qflow::DType::Int8);
+  const qflow::Tensor scale = qflow::rand({s.out}) * 1e-3 + 1e-4;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(qflow::quantized_conv2d(x, w, scale, qflow::Tensor(), 3, {s.stride}, {s.padding()}).raw_data());
+  state.counters["GFLOP/s"] = benchmark::Counter(s.flops(g_batch) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::string int8_name(const ConvShape& s) { return std::string(s.name) + "/forward/int8"; }
+
 std::string bench_name(const ConvShape& s, Pass pass, const Kernel& k) {
   return std::string(s.name) + "/" + kPassNames[static_cast<int>(pass)] + "/" + k.name;
 }
@@ -109,16 +123,17 @@ class SummaryReporter final : public benchmark::ConsoleReporter {
     std::ostream& os = GetOutputStream();
     os << fmt::format("\nconv2d, batch {}, {} threads, effective GFLOP/s; FMA peak {:.0f} GFLOP/s\n", g_batch,
                       qflow::num_threads(), peak_);
-    os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>10} {:>12}\n", "shape", "pass", "direct", "winograd", "im2col",
-                      "wino/dir", "direct/peak");
+    os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>8} {:>10} {:>10} {:>12}\n", "shape", "pass", "direct",
+                      "winograd", "im2col", "int8", "wino/dir", "int8/dir", "direct/peak");
     auto cell = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
     for (const ConvShape& s : kShapes)
       for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardWeights}) {
         const double d = find(bench_name(s, p, kKernels[0])), w = find(bench_name(s, p, kKernels[1])),
-                     i = find(bench_name(s, p, kKernels[2]));
-        if (d == 0 && w == 0 && i == 0) continue;
-        os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>10} {:>12}\n", s.name, kPassNames[static_cast<int>(p)],
-                          cell(d), cell(w), cell(i), d > 0 && w > 0 ? fmt::format("{:.2f}", w / d) : "-",
+                     i = find(bench_name(s, p, kKernels[2])), q = p == Pass::Forward ? find(int8_name(s)) : 0.0;
+        if (d == 0 && w == 0 && i == 0 && q == 0) continue;
+        auto ratio = [&](double v) { return d > 0 && v > 0 ? fmt::format("{:.2f}", v / d) : std::string("-"); };
+        os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>8} {:>10} {:>10} {:>12}\n", s.name,
+                          kPassNames[static_cast<int>(p)], cell(d), cell(w), cell(i), cell(q), ratio(w), ratio(q),
                           d > 0 && peak_ > 0 ? fmt::format("{:.0f} %", 100 * d / peak_) : "-");
       }
   }
@@ -155,7 +170,11 @@ void parse_flags(int& argc, char** argv) {
 int main(int argc, char** argv) {
   parse_flags(argc, argv);
   const double peak = qflow::bench::fma_peak_gflops(qflow::num_threads());
-  for (const ConvShape& s : kShapes)
+  for (const ConvShape& s : kShapes) {
+    benchmark::RegisterBenchmark(int8_name(s).c_str(), BM_ConvInt8, s)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.2);
     for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardWeights})
       for (const Kernel& k : kKernels) {
         if (!g_im2col && k.engine == qflow::ConvEngine::Im2col) continue;
@@ -164,6 +183,7 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->MinTime(0.2);
       }
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   SummaryReporter reporter(peak);
