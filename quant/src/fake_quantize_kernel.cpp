@@ -1,6 +1,10 @@
 // The fake_quantize op family: kernel, shape rule and registration (its derivative is in
-// fake_quantize_derivative.cpp). See Note [Quantization numerics] in fake_quantize.h.
+// fake_quantize_derivative.cpp), and quantize, which stores the integers fake_quantize rounds
+// to. See Note [Quantization numerics] in fake_quantize.h.
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <utility>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -116,6 +120,17 @@ void quantize_run(const T* __restrict x, T* __restrict y, int64_t n, T s, T z, T
   }
 }
 
+// q[j] = clamp(round(x[j] / s + z), lo, hi) as the integer type Q: fake_quantize's integers.
+template <typename T, typename Q>
+void integer_run(const T* __restrict x, Q* __restrict q, int64_t n, T s, T z, T lo, T hi) {
+  for (int64_t j = 0; j < n; ++j) {
+    T v = x[j] / s + z;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    q[j] = static_cast<Q>(round_half_even(v));
+  }
+}
+
 // g[j] kept where round(x[j] / s + z) lies in [lo, hi]. Not a hot path: std::nearbyint is
 // exact for any magnitude.
 template <typename T>
@@ -184,6 +199,47 @@ Stack fake_quantize_kernel(Stack& a) {
   return {Value(std::move(y))};
 }
 
+// Arguments: self, scale, zero_point, quant_min, quant_max, axis, dtype.
+std::vector<TensorMeta> quantize_meta(const Stack& a) {
+  check_args(a, 0, "quantize");
+  const DType dtype = a[6].dtype();
+  const int64_t lo = a[3].to_int(), hi = a[4].to_int();
+  const auto [min, max] = dtype == DType::UInt8  ? std::pair<int64_t, int64_t>{0, 255}
+                          : dtype == DType::Int8 ? std::pair<int64_t, int64_t>{-128, 127}
+                                                 : std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
+  QFLOW_CHECK(dtype == DType::UInt8 || dtype == DType::Int8 || dtype == DType::Int32,
+              "quantize: dtype must be uint8, int8 or int32, got {}", dtype);
+  QFLOW_CHECK(lo >= min && hi <= max, "quantize: the grid [{}, {}] does not fit {}", lo, hi, dtype);
+  return {TensorMeta{a[0].tensor().sizes(), dtype}};
+}
+
+// self: any shape (read contiguous) → the integers, contiguous.
+Stack quantize_kernel(Stack& a) {
+  const TensorMeta m = quantize_meta(a)[0];
+  const ChannelLayout layout = check_args(a, 0, "quantize");
+  make_plain_args_of(a);
+  const Tensor x = a[0].tensor().contiguous();
+  Tensor q = empty(m.sizes, m.dtype);
+  visit_floating(x.dtype(), "quantize", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<T> s, z;
+    read_qparams(a[1].tensor(), a[2].tensor(), "quantize", s, z);
+    for (size_t c = 0; c < s.size(); ++c)
+      QFLOW_CHECK(s[c] > T(0), "quantize: scale 0 (channel {}) has no integer grid (a zero range: keep such a layer in float)", c);
+    const T lo = static_cast<T>(a[3].to_int()), hi = static_cast<T>(a[4].to_int());
+    const T* px = x.data_ptr<T>();
+    auto run = [&](auto* pq) {
+      for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
+        integer_run(px + b, pq + b, e - b, s[c], z[c], lo, hi);
+      });
+    };
+    if (m.dtype == DType::UInt8) run(q.data_ptr<uint8_t>());
+    else if (m.dtype == DType::Int8) run(q.data_ptr<int8_t>());
+    else run(q.data_ptr<int32_t>());
+  });
+  return {Value(std::move(q))};
+}
+
 // grad_output, self: same shape; result: grad_output masked by the clipped estimator.
 Stack fake_quantize_backward_kernel(Stack& a) {
   const ChannelLayout layout = check_args(a, 1, "fake_quantize_backward");
@@ -220,6 +276,10 @@ QFLOW_REGISTER_OPS(fake_quantize) {
       "fake_quantize_backward(Tensor grad_output, Tensor self, Tensor scale, Tensor zero_point, int quant_min, "
       "int quant_max, int axis=0) -> Tensor",
       fake_quantize_backward_meta, fake_quantize_backward_kernel);
+  registry.def(
+      "quantize(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, int axis=0, "
+      "ScalarType dtype=uint8) -> Tensor",
+      quantize_meta, quantize_kernel);
   registry.allow_opaque_layout("fake_quantize");
   registry.allow_opaque_layout("fake_quantize_backward");
 }
@@ -230,6 +290,12 @@ Tensor fake_quantize(const Tensor& self, const Tensor& scale, const Tensor& zero
                      int64_t quant_max, int64_t axis, bool clipped_ste) {
   static const OpHandle op("fake_quantize");
   return call_tensor(op, {self, scale, zero_point, quant_min, quant_max, axis, clipped_ste});
+}
+
+Tensor quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min, int64_t quant_max,
+                int64_t axis, DType dtype) {
+  static const OpHandle op("quantize");
+  return call_tensor(op, {self, scale, zero_point, quant_min, quant_max, axis, dtype});
 }
 
 Tensor fake_quantize_backward(const Tensor& grad_output, const Tensor& self, const Tensor& scale,

@@ -34,6 +34,15 @@ namespace qflow::quant {
 Tensor fake_quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min,
                      int64_t quant_max, int64_t axis = 0, bool clipped_ste = false);
 
+/// The integers fake_quantize rounds to, q = clamp(round(x / scale + zero_point), quant_min,
+/// quant_max), stored as `dtype` (uint8, int8 or int32; the grid must fit it): so
+/// (q - zero_point) * scale equals fake_quantize(x) bit for bit. Registered as "quantize(Tensor
+/// self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, int axis=0, ScalarType
+/// dtype=uint8) -> Tensor"; scale and zero_point as for fake_quantize, but every scale must be
+/// positive (a zero range has no grid). Not differentiable: it starts an int8 model's layer.
+Tensor quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min,
+                int64_t quant_max, int64_t axis = 0, DType dtype = DType::UInt8);
+
 /// The clipped estimator's gradient: grad_output where quant_min <= round(self / scale +
 /// zero_point) <= quant_max (or where the scale is 0), else 0. Registered as
 /// "fake_quantize_backward(Tensor grad_output, Tensor self, Tensor scale, Tensor zero_point,
