@@ -1,7 +1,9 @@
 #include "qflow/quant/deploy.h"
 
 #include "qflow/autograd/grad_mode.h"
+#include "qflow/core/conv_ops.h"
 #include "qflow/core/factory.h"
+#include "qflow/quant/fake_quantize.h"
 #include "qflow/nn/functional.h"
 
 namespace qflow::quant {
@@ -88,8 +90,42 @@ std::shared_ptr<DConv2d> DConv2d::from_qconv2d(const QConv2d& qconv) {
   return d;
 }
 
+std::string DConv2d::integer_unsupported() const {
+  if (qconfig_.bits > 8) return fmt::format("{} bits do not fit int8", qconfig_.bits);
+  if (options_.padding.same) return "padding=\"same\"";
+  if (to_vector<float>(input_scale)[0] <= 0.0f) return "the input scale is 0 (an empty or all-zero range)";
+  for (float s : to_vector<float>(weight_scale))
+    if (s <= 0.0f) return "a weight scale is 0 (an all-zero output channel)";
+  for (float z : to_vector<float>(weight_zero_point))
+    if (z != 0.0f) return "the weights have a zero point (affine weights)";
+  return "";
+}
+
+void DConv2d::refresh_integer_weights() {
+  // Version counters only grow, so their sum changes whenever one of the three tensors is written.
+  const uint64_t version = weight.impl()->storage()->version() + input_scale.impl()->storage()->version() +
+                           weight_scale.impl()->storage()->version();
+  if (int8_weight_.defined() && version == int8_source_version_) return;
+  NoGradGuard no_grad;
+  const int64_t out = options_.out;
+  const Tensor ws = weight_scale.numel() == 1 ? weight_scale.reshape({}) : weight_scale.view({out, 1, 1, 1});
+  // weight holds (q - 0) * s_w exactly as fake_quantize rounded it: dividing gives q back.
+  int8_weight_ = round(weight.detach() / ws).to(DType::Int8);
+  output_scale_ = (weight_scale * input_scale).contiguous();
+  int8_source_version_ = version;
+}
+
 Tensor DConv2d::forward(const Tensor& x) {
   const auto& o = options_;
+  if (integer_ && integer_unsupported().empty()) {
+    refresh_integer_weights();
+    const bool affine = qconfig_.scheme == Scheme::Affine;
+    const Tensor q = quantize(x, input_scale, input_zero_point, qconfig_.quant_min(), qconfig_.quant_max(), 0,
+                              affine ? DType::UInt8 : DType::Int8);
+    const int64_t zp = static_cast<int64_t>(to_vector<float>(input_zero_point)[0]);
+    return quantized_conv2d(q, int8_weight_, output_scale_, bias, zp, o.stride.list(), {o.padding.h, o.padding.w},
+                            o.dilation.list(), o.groups);
+  }
   const Tensor xq = fake_quantize(x, QParams{input_scale, input_zero_point, 0}, qconfig_);
   return F::conv2d(xq, weight, bias, o.stride.list(), o.padding, o.dilation.list(), o.groups);
 }

@@ -40,7 +40,8 @@ TEST(QuantizedConvTest, IntegerKernelsEqualTheExactSumsScaled) {
     int64_t stride, padding;
   };
   for (const Case c : {Case{DType::UInt8, 37, true, true, false, 1, 1}, Case{DType::UInt8, 0, false, false, true, 2, 1},
-                       Case{DType::Int8, 0, true, true, true, 1, 0}, Case{DType::UInt8, 128, true, false, false, 1, 2}}) {
+                       Case{DType::Int8, 0, true, true, true, 1, 0}, Case{DType::UInt8, 128, true, false, false, 1, 2},
+                       Case{DType::UInt8, -5, true, true, false, 1, 1}}) {  // a range above 0: zp < 0
     for (ConvEngine engine : {ConvEngine::OneDNN, ConvEngine::Im2col}) {
       ConvSettingsGuard settings(engine, ConvAlgorithm::Auto);
       manual_seed(1);
@@ -85,7 +86,7 @@ TEST(QuantizedConvTest, BadArgumentsNameTheOp) {
               HasSubstr("quantized_conv2d: output_scale must be float32 with 1 or 2 (output channels) elements"));
   EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, ones({3})); }),
               HasSubstr("quantized_conv2d: bias must be float32 of shape [2]"));
-  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), 300); }),
-              HasSubstr("quantized_conv2d: input_zero_point 300 is outside the uint8 range [0, 255]"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), int64_t{1} << 40); }),
+              HasSubstr("quantized_conv2d: input_zero_point 1099511627776 does not fit int32"));
   EXPECT_THAT(error_of([&] { quantized_conv2d(x, zeros({2, 3, 3, 3}, DType::Int8), s); }), HasSubstr("quantized_conv2d"));
 }

@@ -32,18 +32,33 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   static std::shared_ptr<DConv2d> from_qconvbn(const QConvBN& qconvbn);
   static std::shared_ptr<DConv2d> from_qconv2d(const QConv2d& qconv);
   void reset();
-  /// conv2d(fake_quantize(x, input_scale, input_zero_point), weight, bias).
+  /// conv2d(fake_quantize(x, input_scale, input_zero_point), weight, bias); with
+  /// set_integer(true), where integer_unsupported() is empty, the same function in integers:
+  /// quantized_conv2d(quantize(x), the weight's int8 grid values) (Note [Integer convolution]).
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   const nn::Conv2dOptions& options() const { return options_; }
   const QConfig& qconfig() const { return qconfig_; }
+  /// Runs the integer convolution (true) or the float simulation (false, the default for now).
+  void set_integer(bool on) { integer_ = on; }
+  bool integer() const { return integer_; }
+  /// Why this layer cannot run in integers ("" when it can): more than 8 bits, a weight zero
+  /// point other than 0, a zero scale, padding="same".
+  std::string integer_unsupported() const;
 
   Tensor weight, bias;
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
+  /// The int8 weights (weight / weight_scale, exact grid values) and s_x * s_w, rebuilt when
+  /// the weight or a scale changed (a state_dict load).
+  void refresh_integer_weights();
+
   nn::Conv2dOptions options_;
   QConfig qconfig_;
+  bool integer_ = false;
+  Tensor int8_weight_, output_scale_;
+  uint64_t int8_source_version_ = ~uint64_t{0};
 };
 
 class DLinear : public nn::Cloneable<DLinear> {
