@@ -117,6 +117,8 @@ Measurement deploy_inference(const RunSettings& s) {
   quant::calibrate(*qat, std::vector<Tensor>{random_images(s, 8)});
   auto deploy = quant::dequantization_aware_training(*float_gm, *qat, random_images(s, 1), {});
   deploy->eval();
+  for (const auto& [path, m] : deploy->named_modules())
+    if (auto d = std::dynamic_pointer_cast<quant::DConv2d>(m)) d->set_integer(s.integer);
   const Tensor images = random_images(s, s.batch);
   NoGradGuard no_grad;
   return measure(fmt::format("deploy_{}_b{}", s.model, s.batch), s, s.batch, [&] { (void)(*deploy)(images); });
