@@ -117,6 +117,7 @@ Measurement deploy_inference(const RunSettings& s) {
   quant::calibrate(*qat, std::vector<Tensor>{random_images(s, 8)});
   auto deploy = quant::dequantization_aware_training(*float_gm, *qat, random_images(s, 1), {});
   deploy->eval();
+  if (s.fuse) fx::fuse_activations(*deploy);  // DConv2d+ReLU (a post-op in integers), add+ReLU
   for (const auto& [path, m] : deploy->named_modules())
     if (auto d = std::dynamic_pointer_cast<quant::DConv2d>(m)) d->set_integer(s.integer);
   const Tensor images = random_images(s, s.batch);

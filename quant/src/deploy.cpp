@@ -124,13 +124,24 @@ Tensor DConv2d::forward(const Tensor& x) {
                               affine ? DType::UInt8 : DType::Int8);
     const int64_t zp = static_cast<int64_t>(to_vector<float>(input_zero_point)[0]);
     return quantized_conv2d(q, int8_weight_, output_scale_, bias, zp, o.stride.list(), {o.padding.h, o.padding.w},
-                            o.dilation.list(), o.groups);
+                            o.dilation.list(), o.groups, applies_relu_);
   }
   const Tensor xq = fake_quantize(x, QParams{input_scale, input_zero_point, 0}, qconfig_);
-  return F::conv2d(xq, weight, bias, o.stride.list(), o.padding, o.dilation.list(), o.groups);
+  const Tensor y = F::conv2d(xq, weight, bias, o.stride.list(), o.padding, o.dilation.list(), o.groups);
+  return applies_relu_ ? relu(y) : y;
 }
 
-std::string DConv2d::extra_repr() const { return detail::conv_repr(options_) + deploy_repr(qconfig_); }
+nn::ModulePtr DConv2d::fused_with_relu() const {
+  if (applies_relu_) return nullptr;
+  auto fused = std::make_shared<DConv2d>(*this);  // shallow: shares weights, scales and the int8 copies
+  fused->applies_relu_ = true;
+  return fused;
+}
+
+std::string DConv2d::extra_repr() const {
+  return detail::conv_repr(options_) + deploy_repr(qconfig_) + (integer_ ? ", integer=True" : "") +
+         (applies_relu_ ? ", relu=True" : "");
+}
 
 // ---- DLinear ---------------------------------------------------------------------------------------
 

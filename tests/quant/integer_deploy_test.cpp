@@ -95,3 +95,26 @@ TEST(IntegerDeployTest, EachLayerAloneMatchesItsSimulation) {
     expect_close_to_scale(integer, simulated, 1e-5);
   }
 }
+
+TEST(IntegerDeployTest, FusedReluRunsAsThePostOpAndKeepsTheResults) {
+  const QConfig qc{.per_layer = false};
+  manual_seed(11);
+  const Tensor example = randn({2, 3, 32, 32});
+  auto float_gm = traced("resnet18", example, 2);
+  auto qat = quantization_aware_training(*float_gm, example, qc);
+  manual_seed(12);
+  train_steps(*qat, randn({4, 3, 32, 32}), randint(0, 10, {4}), 2, 0.02);
+  auto deploy = dequantization_aware_training(*float_gm, *qat, example, qc);
+  deploy->eval();
+  for (const auto& d : dconvs(*deploy)) d->set_integer(true);
+  manual_seed(13);
+  const Tensor x = randn({4, 3, 32, 32});
+  NoGradGuard no_grad;
+  const Tensor unfused = (*deploy)(x);
+  const fx::ActivationFusions done = fx::fuse_activations(*deploy);
+  EXPECT_EQ(done.modules("DConv2d"), 9u);  // the stem's and every block's first conv
+  EXPECT_EQ(done.add_relu, 8u);
+  EXPECT_THAT(deploy->get_submodule("conv1")->repr(), ::testing::HasSubstr("integer=True, relu=True"));
+  // oneDNN's ReLU post-op on the float32 output equals relu() on it.
+  EXPECT_EQ(to_vector<float>((*deploy)(x)), to_vector<float>(unfused));
+}

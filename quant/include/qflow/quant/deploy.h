@@ -45,6 +45,9 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   /// Why this layer cannot run in integers ("" when it can): more than 8 bits, a weight zero
   /// point other than 0, a zero scale, padding="same".
   std::string integer_unsupported() const;
+  /// A DConv2d sharing this one's tensors that applies a ReLU to its output (in integers as
+  /// the convolution's post-op); fx::fuse_activations installs it.
+  nn::ModulePtr fused_with_relu() const override;
 
   Tensor weight, bias;
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
@@ -57,6 +60,7 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   nn::Conv2dOptions options_;
   QConfig qconfig_;
   bool integer_ = false;
+  bool applies_relu_ = false;
   Tensor int8_weight_, output_scale_;
   uint64_t int8_source_version_ = ~uint64_t{0};
 };
