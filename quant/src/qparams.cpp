@@ -29,9 +29,13 @@ std::pair<float, float> qparams_of(float lo, float hi, const QConfig& qc) {
     return {std::ldexp(1.0f, shift), 0.0f};
   }
   if (qc.scheme == Scheme::Symmetric) return {absmax / static_cast<float>(qc.quant_max()), 0.0f};
+  // The grid covers 0 exactly (zero padding and ReLU's zeros stay exact, the zero point lies on
+  // the grid, as integer kernels need): the range is widened to include it.
+  lo = std::min(lo, 0.0f);
+  hi = std::max(hi, 0.0f);
   const float scale = (hi - lo) / static_cast<float>(qc.quant_max());  // quant_max = 2^b - 1
   if (scale == 0.0f) return {0.0f, 0.0f};
-  return {scale, -std::nearbyint(lo / scale)};
+  return {scale, 0.0f - std::nearbyint(lo / scale)};  // in [0, quant_max]; 0 - v keeps a zero point of 0 positive
 }
 
 }  // namespace

@@ -63,11 +63,17 @@ TEST(ComputeQParamsTest, GoogleAffineZeroPointRoundsHalfToEven) {
   EXPECT_EQ(zero_point_of(-1.0f, 1.55f, aff8), 100.0f);
 }
 
-TEST(ComputeQParamsTest, GoogleAffineZeroPointIsNegativeWhenMinIsPositive) {
-  EXPECT_EQ(zero_point_of(2.0f, 5.0f, kAff2), -2.0f);
+TEST(ComputeQParamsTest, GoogleAffineRangeIsWidenedToIncludeZero) {
+  // [2, 5] becomes [0, 5]: scale 5/3, zero point 0 (and not -0).
+  EXPECT_EQ(scale_of(2.0f, 5.0f, kAff2), 5.0f / 3.0f);
+  EXPECT_EQ(zero_point_of(2.0f, 5.0f, kAff2), 0.0f);
+  EXPECT_FALSE(std::signbit(zero_point_of(2.0f, 5.0f, kAff2)));
   const QConfig aff8{.scheme = Scheme::Affine};
-  EXPECT_EQ(zero_point_of(1.0f, 3.55f, aff8), -100.0f);  // not truncated to uint8 (OneFlow's bug gives 156)
-  EXPECT_EQ(zero_point_of(-5.0f, -2.0f, kAff2), 5.0f);    // above the grid when max < 0
+  EXPECT_EQ(scale_of(1.0f, 3.55f, aff8), 3.55f / 255.0f);
+  EXPECT_EQ(zero_point_of(1.0f, 3.55f, aff8), 0.0f);
+  // [-5, -2] becomes [-5, 0]: scale 5/3, zero point 3, the top of the grid [0, 3].
+  EXPECT_EQ(scale_of(-5.0f, -2.0f, kAff2), 5.0f / 3.0f);
+  EXPECT_EQ(zero_point_of(-5.0f, -2.0f, kAff2), 3.0f);
 }
 
 TEST(FakeQuantizeTest, GoogleAffineRoundsAndClampsOnTheUnsignedGrid) {
@@ -76,10 +82,14 @@ TEST(FakeQuantizeTest, GoogleAffineRoundsAndClampsOnTheUnsignedGrid) {
               ElementsAre(-2.0f, -2.0f, 0.0f, 0.0f, 1.0f, 1.0f));
 }
 
-TEST(FakeQuantizeTest, GoogleAffineWithNegativeZeroPoint) {
-  // scale 1, zero_point -2: q = clamp(round(x - 2), 0, 3), out = q + 2; the range [2, 5] survives.
-  EXPECT_THAT(fq({1.6f, 2.0f, 3.4f, 3.5f, 4.5f, 5.0f, 6.0f}, 2.0f, 5.0f, kAff2),
-              ElementsAre(2.0f, 2.0f, 3.0f, 4.0f, 4.0f, 5.0f, 5.0f));
+TEST(FakeQuantizeTest, GoogleAffinePositiveOnlyAndNegativeOnlyRangesKeepZeroExact) {
+  // [2, 5] → scale s = 5/3, zero point 0: q = clamp(round(x / s), 0, 3), out = q · s; 0 stays 0.
+  const float s = 5.0f / 3.0f;
+  EXPECT_THAT(fq({0.0f, 1.6f, 2.0f, 3.4f, 3.5f, 4.5f, 5.0f, 6.0f}, 2.0f, 5.0f, kAff2),
+              ElementsAre(0.0f, s, s, 2 * s, 2 * s, 3 * s, 3 * s, 3 * s));
+  // [-5, -2] → scale s, zero point 3: q = clamp(round(x / s + 3), 0, 3), out = (q - 3) · s.
+  EXPECT_THAT(fq({-6.0f, -5.0f, -2.0f, 0.0f, 1.0f}, -5.0f, -2.0f, kAff2),
+              ElementsAre(-3 * s, -3 * s, -1 * s, 0.0f, 0.0f));
 }
 
 TEST(FakeQuantizeTest, AffineRoundsTheSumWithTheZeroPoint) {
@@ -196,12 +206,13 @@ TEST(FakeQuantizeTest, PerChannelAlongAxisZeroAndOne) {
 }
 
 TEST(FakeQuantizeTest, PerChannelAffineZeroPoints) {
-  // 2-bit affine channels: [-1.5, 1.5] (zp 2) and [2, 5] (zp -2), both scale 1.
+  // 2-bit affine channels: [-1.5, 1.5] (scale 1, zp 2) and [2, 5], widened to [0, 5] (scale 5/3, zp 0).
   const QConfig aff2{.bits = 2, .scheme = Scheme::Affine, .per_layer = false};
   const QParams qp = compute_qparams(vec({-1.5f, 2.0f}), vec({1.5f, 5.0f}), aff2);
-  EXPECT_THAT(values(qp.zero_point), ElementsAre(2.0f, -2.0f));
+  EXPECT_THAT(values(qp.zero_point), ElementsAre(2.0f, 0.0f));
+  const float s = 5.0f / 3.0f;
   const Tensor x = from_vector<float>({-2.6f, 0.5f, 1.5f, 1.6f, 3.5f, 6.0f}, {2, 3});
-  EXPECT_THAT(values(fake_quantize(x, qp, aff2)), ElementsAre(-2.0f, 0.0f, 1.0f, 2.0f, 4.0f, 5.0f));
+  EXPECT_THAT(values(fake_quantize(x, qp, aff2)), ElementsAre(-2.0f, 0.0f, 1.0f, s, 2 * s, 3 * s));
 }
 
 TEST(FakeQuantizeTest, Float64InputsUseTheSameGrid) {

@@ -40,8 +40,9 @@ TEST(MinMaxObserverTest, PerChannelAlongAxisZero) {
   EXPECT_THAT(values(obs.max_val()), ElementsAre(4.0f, 6.1f));
   const QParams qp = obs.calculate_qparams();
   EXPECT_TRUE(qp.per_channel());
-  EXPECT_THAT(values(qp.scale), ElementsAre(5.0f / 255.0f, (6.1f - 1.0f) / 255.0f));
-  EXPECT_THAT(values(qp.zero_point), ElementsAre(51.0f, -50.0f));  // -round(-51), -round(50)
+  // Channel 1's range [1, 6.1] is widened to [0, 6.1] for the qparams (the observer keeps 1).
+  EXPECT_THAT(values(qp.scale), ElementsAre(5.0f / 255.0f, 6.1f / 255.0f));
+  EXPECT_THAT(values(qp.zero_point), ElementsAre(51.0f, 0.0f));  // -round(-51), -round(0)
   EXPECT_THAT(error_of([&] { obs(zeros({3, 2})); }),
               HasSubstr("MinMaxObserver: expected 2 channels along axis 0, got a tensor of shape [3, 2]"));
 }

@@ -6,9 +6,12 @@
 // b = bits; round = round half to even; everything in float32 (see QConfig for the options).
 //   google, symmetric:  scale = max(|min|, |max|) / (2^(b-1) - 1),  zero_point = 0,
 //                       grid [-2^(b-1), 2^(b-1) - 1]
-//   google, affine:     scale = (max - min) / (2^b - 1),  zero_point = -round(min / scale),
-//                       grid [0, 2^b - 1]. zero_point stays a signed value: when min > 0 it is
-//                       negative (OneFlow's CPU kernel truncates it to uint8, which is wrong).
+//   google, affine:     the range is first widened to include 0 (min = min(min, 0), max =
+//                       max(max, 0), as PyTorch's and TFLite's observers do), then
+//                       scale = (max - min) / (2^b - 1),  zero_point = -round(min / scale),
+//                       grid [0, 2^b - 1]. So 0 is exactly representable (zero padding, ReLU's
+//                       zeros) and the zero point lies on the grid, which the integer kernels
+//                       need (Note [Integer convolution]); a positive-only range starts at 0.
 //   cambricon:          shift = floor(log2(max(|min|, |max|))) - (b - 2), scale = 2^shift,
 //                       then as google symmetric.
 //   fake quantization:  q = clamp(round(x / scale + zero_point), quant_min, quant_max),
