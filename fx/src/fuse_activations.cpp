@@ -60,7 +60,7 @@ std::string ActivationFusions::to_string() const {
 ActivationFusions fuse_activations(GraphModule& gm) {
   ActivationFusions done;
   // Module → ReLU, for every module with a fused form (nn::Module::fused_with_relu): BatchNorm2d,
-  // Conv2d (every conv → BN → ReLU once fuse_conv_bn folded the BN), QConvBN. The fused
+  // Conv2d (every conv → BN → ReLU once fuse_conv_bn folded the BN), QConvBN, DConv2d. The fused
   // module takes the module's path and shares its tensors.
   const NodePattern fusable = where("module with a fused ReLU form", [](const Node& n, const GraphModule& owner) {
     return n.op() == NodeOp::CallModule && owner.get_submodule(n.target())->fused_with_relu() != nullptr;

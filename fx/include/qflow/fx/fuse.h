@@ -48,7 +48,7 @@ struct ActivationFusions {
 ///    module's path, sharing its parameters and buffers, so gm's state_dict keys and values are
 ///    unchanged and training gm trains the module it was traced from: BatchNorm2d becomes
 ///    BatchNormReLU2d, Conv2d a ConvReLU2d (a oneDNN post-op; in eval after fuse_conv_bn that
-///    is conv + BN + ReLU in one primitive), quant::QConvBN one that applies the ReLU;
+///    is conv + BN + ReLU in one primitive), quant::QConvBN and quant::DConv2d ones that apply it;
 ///  - add(a, b) → ReLU (alpha 1) becomes add_relu(a, b);
 ///  - any other ReLU whose input only it reads, computed by a Conv2d, Linear, conv2d, linear,
 ///    add, sub, mul or matmul (whose backward does not read its own output), becomes relu_.
