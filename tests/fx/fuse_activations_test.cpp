@@ -2,6 +2,7 @@
 // gradients stay equal bit for bit, that the fused graph trains the traced model's own
 // parameters, and what it leaves alone.
 #include "fx_test_util.h"
+#include "step_results.h"
 
 using namespace qflow;
 using namespace fxtest;
@@ -28,16 +29,7 @@ std::vector<std::string> state_keys(const nn::Module& m) {
   return keys;
 }
 
-// One training step's observable results: output, the parameters' gradients, the buffers.
-std::vector<Tensor> train_step(nn::Module& m, const Tensor& x) {
-  m.zero_grad();
-  Tensor y = m(x);
-  (y * y).mean().backward();
-  std::vector<Tensor> r{y.detach()};
-  for (const Tensor& p : m.parameters()) r.push_back(p.grad());
-  for (const Tensor& b : m.buffers()) r.push_back(b.clone());
-  return r;
-}
+using qflow::testing_util::step_results;
 
 void expect_bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -69,7 +61,7 @@ TEST(FuseActivationsTest, ResNet18FusesEveryReluAndKeepsTrainingResultsBitForBit
   EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "add_relu"), 8u);
   EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "relu"), 0u);
   EXPECT_EQ(state_keys(*fused), state_keys(*plain));  // checkpoints load either way
-  for (int step = 0; step < 2; ++step) expect_bitwise_equal(train_step(*fused, x), train_step(*plain, x));
+  for (int step = 0; step < 2; ++step) expect_bitwise_equal(step_results(*fused, x), step_results(*plain, x));
   fused->eval();
   plain->eval();
   NoGradGuard no_grad;
@@ -143,7 +135,7 @@ TEST(FuseActivationsTest, LeNetConvReluFusesAndLinearReluRunsInPlace) {
   EXPECT_EQ(done.inplace_relu, 2u);
   EXPECT_EQ(count_modules(*fused, "ConvReLU2d"), 2u);
   EXPECT_EQ(count_nodes(*fused, fx::NodeOp::CallFunction, "relu_"), 2u);
-  expect_bitwise_equal(train_step(*fused, x), train_step(*plain, x));
+  expect_bitwise_equal(step_results(*fused, x), step_results(*plain, x));
 }
 
 namespace {

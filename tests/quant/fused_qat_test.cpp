@@ -7,21 +7,13 @@
 #include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
 #include "qflow/quant/quant.h"
+#include "step_results.h"
 
 using namespace qflow;
 
 namespace {
 
-std::vector<Tensor> train_step(nn::Module& m, const Tensor& x) {
-  m.zero_grad();
-  Tensor y = m(x);
-  (y * y).mean().backward();
-  std::vector<Tensor> r{y.detach()};
-  for (const Tensor& p : m.parameters()) r.push_back(p.grad());
-  for (const Tensor& b : m.buffers())
-    if (b.dtype() == DType::Float32) r.push_back(b.clone());
-  return r;
-}
+using qflow::testing_util::step_results;
 
 size_t count_nodes(const fx::GraphModule& gm, const std::string& target) {
   size_t n = 0;
@@ -46,9 +38,10 @@ TEST(FusedQatTest, QConvBnReluTrainsBitIdenticallyAndDeploysWithItsRelu) {
   manual_seed(1);
   const Tensor x = randn({4, 3, 32, 32});
   for (int step = 0; step < 2; ++step) {
-    const auto a = train_step(*fused, x), b = train_step(*plain, x);
+    const auto a = step_results(*fused, x), b = step_results(*plain, x);
     ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(to_vector<float>(a[i]), to_vector<float>(b[i])) << "step " << step << " result " << i;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(to_vector<double>(a[i]), to_vector<double>(b[i])) << "step " << step << " result " << i;
   }
   // Eval (the running-statistics fold, then relu) and the deploy models agree too.
   fused->eval();

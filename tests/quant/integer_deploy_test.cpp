@@ -16,12 +16,8 @@ std::vector<std::shared_ptr<DConv2d>> dconvs(fx::GraphModule& gm) {
   return out;
 }
 
-}  // namespace
-
-class IntegerDeploy : public ::testing::TestWithParam<QConfig> {};
-
-TEST_P(IntegerDeploy, ComputesTheSimulatedDeployModelsFunction) {
-  const QConfig qc = GetParam();
+// The eval-mode deploy model of a ResNet18 QAT model trained 2 steps with `qc`.
+std::shared_ptr<fx::GraphModule> trained_deploy(const QConfig& qc) {
   manual_seed(11);
   const Tensor example = randn({2, 3, 32, 32});
   auto float_gm = traced("resnet18", example, 2);
@@ -30,6 +26,16 @@ TEST_P(IntegerDeploy, ComputesTheSimulatedDeployModelsFunction) {
   train_steps(*qat, randn({4, 3, 32, 32}), randint(0, 10, {4}), 2, 0.02);
   auto deploy = dequantization_aware_training(*float_gm, *qat, example, qc);
   deploy->eval();
+  return deploy;
+}
+
+}  // namespace
+
+class IntegerDeploy : public ::testing::TestWithParam<QConfig> {};
+
+TEST_P(IntegerDeploy, ComputesTheSimulatedDeployModelsFunction) {
+  const QConfig qc = GetParam();
+  auto deploy = trained_deploy(qc);
   manual_seed(13);
   const Tensor x = randn({8, 3, 32, 32});
   NoGradGuard no_grad;
@@ -75,14 +81,7 @@ TEST(IntegerDeployTest, MoreThanEightBitsStaysInFloatAndSaysWhy) {
 
 TEST(IntegerDeployTest, EachLayerAloneMatchesItsSimulation) {
   const QConfig qc;
-  manual_seed(11);
-  const Tensor example = randn({2, 3, 32, 32});
-  auto float_gm = traced("resnet18", example, 2);
-  auto qat = quantization_aware_training(*float_gm, example, qc);
-  manual_seed(12);
-  train_steps(*qat, randn({4, 3, 32, 32}), randint(0, 10, {4}), 2, 0.02);
-  auto deploy = dequantization_aware_training(*float_gm, *qat, example, qc);
-  deploy->eval();
+  auto deploy = trained_deploy(qc);
   NoGradGuard no_grad;
   for (const auto& d : dconvs(*deploy)) {
     const auto& o = d->options();
@@ -98,14 +97,7 @@ TEST(IntegerDeployTest, EachLayerAloneMatchesItsSimulation) {
 
 TEST(IntegerDeployTest, FusedReluRunsAsThePostOpAndKeepsTheResults) {
   const QConfig qc{.per_layer = false};
-  manual_seed(11);
-  const Tensor example = randn({2, 3, 32, 32});
-  auto float_gm = traced("resnet18", example, 2);
-  auto qat = quantization_aware_training(*float_gm, example, qc);
-  manual_seed(12);
-  train_steps(*qat, randn({4, 3, 32, 32}), randint(0, 10, {4}), 2, 0.02);
-  auto deploy = dequantization_aware_training(*float_gm, *qat, example, qc);
-  deploy->eval();
+  auto deploy = trained_deploy(qc);
   for (const auto& d : dconvs(*deploy)) d->set_integer(true);
   manual_seed(13);
   const Tensor x = randn({4, 3, 32, 32});
