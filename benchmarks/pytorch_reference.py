@@ -11,9 +11,12 @@ users switch on for CPU speed; each JSON line names its "layout".
 
 Workloads: train (SGD step: forward + cross_entropy + backward + step), qat (the same step on
 the FX QAT model from torch.ao.quantization.quantize_fx.prepare_qat_fx), infer (eval, no grad),
-deploy (the QAT model after one calibration batch, observers off and BN frozen, eval, no grad:
-fake-quantized float inference like qflow's deploy model; this PyTorch build has no fbgemm
-engine for an int8 convert_fx model).
+deploy (the int8 model a PyTorch user deploys: prepare_qat_fx with the onednn QAT qconfig
+mapping, one calibration batch, convert_fx, eval, no grad; its quantized convolutions run on
+the onednn quantized engine, which this PyTorch build has (it has no fbgemm), in NHWC
+internally whatever the input layout, so --channels-last only changes the input's layout),
+deploy-fakequant (the old deploy: the fbgemm QAT model after one calibration batch, observers
+off and BN frozen, eval, no grad: fake-quantized float inference; deploy-fakequant_resnet18_b*).
 """
 import argparse
 import json
@@ -85,19 +88,32 @@ def measure(fn, args):
     return times
 
 
-def qat_model(batch):
+def qat_model(batch, backend="fbgemm"):
     from torch.ao.quantization import get_default_qat_qconfig_mapping
     from torch.ao.quantization.quantize_fx import prepare_qat_fx
     model = resnet18().train()
-    return prepare_qat_fx(model, get_default_qat_qconfig_mapping("fbgemm"), (torch.randn(batch, 3, 32, 32),))
+    return prepare_qat_fx(model, get_default_qat_qconfig_mapping(backend), (torch.randn(batch, 3, 32, 32),))
 
 
-def deploy_model():
-    model = qat_model(8)
+def calibrated_qat_model(backend):
+    model = qat_model(8, backend)
     model(torch.randn(8, 3, 32, 32))  # one calibration batch, as qflow-bench-e2e's deploy workload
+    return model
+
+
+def fakequant_deploy_model():
+    model = calibrated_qat_model("fbgemm")
     model.apply(torch.ao.quantization.disable_observer)
     model.apply(torch.nn.intrinsic.qat.freeze_bn_stats)
     return model.eval()
+
+
+def int8_deploy_model():
+    """convert_fx of the calibrated onednn QAT model: quantized int8 modules (QuantizedConvReLU2d, ...).
+    PyTorch 1.13 has no onednn BackendConfig; convert_fx's default (native) one serves fbgemm and onednn."""
+    from torch.ao.quantization.quantize_fx import convert_fx
+    torch.backends.quantized.engine = "onednn"
+    return convert_fx(calibrated_qat_model("onednn")).eval()
 
 
 def train_step(model, batch, args, name):
@@ -115,7 +131,8 @@ def train_step(model, batch, args, name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", choices=["train", "qat", "infer", "deploy", "flops", "all"], default="all")
+    parser.add_argument("--workload", default="all",
+                        choices=["train", "qat", "infer", "deploy", "deploy-fakequant", "flops", "all"])
     parser.add_argument("--batch", type=int, action="append", help="batch sizes (repeatable)")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--warmup", type=int, default=2)
@@ -138,12 +155,15 @@ def main():
             images = in_layout(torch.randn(b, 3, 32, 32), args)
             with torch.no_grad():
                 report(f"infer_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
-    if args.workload in ("deploy", "all"):
+    if args.workload in ("deploy", "deploy-fakequant", "all"):
+        fakequant = args.workload == "deploy-fakequant"
         for b in args.batch or [1, 128]:
-            model = in_layout(deploy_model(), args)
+            # The int8 model's packed weights have no layout to change: only its input follows the run's.
+            model = in_layout(fakequant_deploy_model(), args) if fakequant else int8_deploy_model()
             images = in_layout(torch.randn(b, 3, 32, 32), args)
             with torch.no_grad():
-                report(f"deploy_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
+                report(f"{'deploy-fakequant' if fakequant else 'deploy'}_resnet18_b{b}",
+                       measure(lambda: model(images), args), b, b == 1, args)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for OpenMP and OpenBLAS")->capture_default_str();
   app.add_option("--warmup", s.warmup, "untimed runs before measuring")->capture_default_str();
   app.add_option("--repetitions", s.repetitions, "timed runs (median reported)")->capture_default_str();
-  app.add_flag("--integer", s.integer, "deploy: run the convolutions in integers (DConv2d::set_integer)");
+  app.add_flag("--simulate", s.simulate, "deploy: run the float simulation of the integer model (DConv2d::set_integer(false))");
   app.add_flag("--no-fuse", [&s](int64_t) { s.fuse = false; }, "run the models as written, without fx::fuse_activations (and fx::fuse_conv_bn for infer)");
   app.add_option("--sgemm-size", sgemm_size, "square sgemm size for the machine's limit")->capture_default_str();
   CLI11_PARSE(app, argc, argv);

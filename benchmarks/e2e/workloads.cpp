@@ -117,9 +117,15 @@ Measurement deploy_inference(const RunSettings& s) {
   quant::calibrate(*qat, std::vector<Tensor>{random_images(s, 8)});
   auto deploy = quant::dequantization_aware_training(*float_gm, *qat, random_images(s, 1), {});
   deploy->eval();
-  if (s.fuse) fx::fuse_activations(*deploy);  // DConv2d+ReLU (a post-op in integers), add+ReLU
-  for (const auto& [path, m] : deploy->named_modules())
-    if (auto d = std::dynamic_pointer_cast<quant::DConv2d>(m)) d->set_integer(s.integer);
+  if (s.simulate) {
+    for (const auto& [path, m] : deploy->named_modules()) {
+      if (auto d = std::dynamic_pointer_cast<quant::DConv2d>(m)) d->set_integer(false);
+      if (auto d = std::dynamic_pointer_cast<quant::DLinear>(m)) d->set_integer(false);
+    }
+  }
+  // ReLU and residual adds as post-ops, integers written for the next layer (the float
+  // simulation: fx::fuse_activations's fusions only).
+  if (s.fuse) quant::fuse_integer_layers(*deploy);
   const Tensor images = random_images(s, s.batch);
   NoGradGuard no_grad;
   return measure(fmt::format("deploy_{}_b{}", s.model, s.batch), s, s.batch, [&] { (void)(*deploy)(images); });

@@ -16,7 +16,7 @@ struct RunSettings {
   int64_t image_size = 32;
   int64_t in_channels = 3;
   bool fuse = true;  // fx::fuse_activations on the traced model, as qflow-train runs it
-  bool integer = false;  // deploy: DConv2d layers in integers (DConv2d::set_integer)
+  bool simulate = false;  // deploy: the float simulation instead of the integer kernels
 };
 
 /// Timings of one workload in seconds per run, plus how many images one run handles.

@@ -11,6 +11,12 @@
 // oneDNN adds it before scaling: the result differs from the formula by float rounding only.
 // Elsewhere (the im2col engine, grouped convolutions, a zero scale) the sums run in float64 —
 // exact for any int8 layer — and the scaling in float32.
+//
+// An `add` operand (the residual of a ResNet block) joins y before the ReLU: oneDNN adds it as a
+// binary post-op while the output tile is in registers. With an integer `dtype` the result is
+// requantized in the same pass, q = clamp(round_half_even(y) + output_zero_point, output_min,
+// output_max): the caller folds the next layer's 1/scale into output_scale and bias, so q is the
+// next layer's quantized input (Note [Integer activations]).
 #include <climits>
 #include <cmath>
 
@@ -27,7 +33,15 @@ namespace kernels {
 namespace {
 
 // Arguments: input, weight, output_scale, bias?, input_zero_point, stride, padding, dilation,
-// groups, relu.
+// groups, relu, add?, dtype, output_zero_point, output_min, output_max.
+constexpr size_t kAdd = 10, kDtype = 11, kOutZeroPoint = 12, kOutMin = 13, kOutMax = 14;
+
+Tensor optional_tensor(const Value& v) { return v.is_tensor() ? v.tensor() : Tensor(); }
+
+QuantizedOutput output_of(const Stack& a) {
+  return {a[kDtype].dtype(), a[kOutZeroPoint].to_int(), a[kOutMin].to_int(), a[kOutMax].to_int()};
+}
+
 ConvGeometry quantized_conv_geometry(const Stack& a) {
   const char* op = "quantized_conv2d";
   const Tensor& x = a[0].tensor();
@@ -50,35 +64,63 @@ ConvGeometry quantized_conv_geometry(const Stack& a) {
   // Any int32 zero point: an affine grid's zero point is negative when the range lies above 0.
   const int64_t zp = a[4].to_int();
   QFLOW_CHECK(zp >= INT32_MIN && zp <= INT32_MAX, "{}: input_zero_point {} does not fit int32", op, zp);
+  const QuantizedOutput out = output_of(a);
+  if (const Tensor add = optional_tensor(a[kAdd]); add.defined()) {
+    QFLOW_CHECK(add.dtype() == DType::Float32 && add.sizes() == g.output_sizes(),
+                "{}: add must be float32 of the output's shape {}, got {} of shape {}", op, g.output_sizes(),
+                add.dtype(), add.sizes());
+    QFLOW_CHECK(out.dtype == DType::Float32, "{}: add needs a float32 output, not {}", op, out.dtype);
+  }
+  if (out.dtype != DType::Float32) {
+    QFLOW_CHECK(out.dtype == DType::UInt8 || out.dtype == DType::Int8,
+                "{}: dtype must be float32, uint8 or int8, got {}", op, out.dtype);
+    const int64_t lo = out.dtype == DType::UInt8 ? 0 : -128, hi = out.dtype == DType::UInt8 ? 255 : 127;
+    QFLOW_CHECK(lo <= out.min && out.min <= out.max && out.max <= hi,
+                "{}: the output grid [{}, {}] does not fit {}", op, out.min, out.max, out.dtype);
+    QFLOW_CHECK(out.min <= out.zero_point && out.zero_point <= out.max,
+                "{}: output_zero_point {} lies outside the grid [{}, {}]", op, out.zero_point, out.min, out.max);
+  }
   return g;
 }
 
 std::vector<TensorMeta> quantized_conv_meta(const Stack& a) {
-  return one(quantized_conv_geometry(a).output_sizes(), DType::Float32);
+  return one(quantized_conv_geometry(a).output_sizes(), a[kDtype].dtype());
 }
 
-// The float64 path: exact integer sums through conv2d, then the float32 scaling.
-Tensor reference_conv(const ConvGeometry& g, const Stack& a, const Tensor& scale, const Tensor& bias, bool relu) {
+// The float64 path: exact integer sums through conv2d, then the float32 scaling (and rounding).
+Tensor reference_conv(const ConvGeometry& g, const Stack& a, const Tensor& scale, const Tensor& bias, bool relu,
+                      const Tensor& addend) {
   const Tensor x = sub(a[0].tensor().to(DType::Float64), Scalar(a[4].to_int()));
   const Tensor sums = conv2d(x, a[1].tensor().to(DType::Float64), std::nullopt, a[5].int_list(), a[6].int_list(),
                              a[7].int_list(), g.groups)
                           .to(DType::Float32);
   Tensor y = mul(sums, scale.numel() == 1 ? scale.reshape({}) : scale.view({1, g.o, 1, 1}));
   if (bias.defined()) y = add(y, bias.view({1, g.o, 1, 1}));
+  if (addend.defined()) y = add(y, addend);
   if (relu) relu_(y);
-  return y;
+  const QuantizedOutput out = output_of(a);
+  if (out.dtype == DType::Float32) return y;
+  // round() rounds half to even, as oneDNN's conversion does.
+  return clamp(add(round(y), Scalar(out.zero_point)), Scalar(out.min), Scalar(out.max))
+      .to(out.dtype);
 }
 
+// The input and the addend may come in an opaque layout (the previous layer's nhwc output);
+// every other argument is plain.
 Stack quantized_conv_kernel(Stack& a) {
-  make_plain_args(a);
+  for (size_t i = 1; i < a.size(); ++i)
+    if (i != kAdd && a[i].is_tensor() && a[i].tensor().defined()) a[i].tensor().impl()->make_plain();
   const ConvGeometry g = quantized_conv_geometry(a);
-  const Tensor x = contiguous(a[0].tensor()), w = contiguous(a[1].tensor());
+  const Tensor w = contiguous(a[1].tensor());
   const Tensor scale = contiguous(a[2].tensor());
-  const Tensor bias = a[3].is_tensor() && a[3].tensor().defined() ? contiguous(a[3].tensor()) : Tensor();
+  const Tensor bias = optional_tensor(a[3]).defined() ? contiguous(a[3].tensor()) : Tensor();
+  const Tensor addend = optional_tensor(a[kAdd]);
   const bool relu = a[9].to_bool();
   const std::vector<float> scales(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel());
-  if (onednn::handles_int8(g, scales)) return out(onednn::conv2d_int8(g, x, a[4].to_int(), w, scales, bias, relu));
-  return out(reference_conv(g, a, scale, bias, relu));
+  if (onednn::handles_int8(g, scales))
+    return out(onednn::conv2d_int8(g, a[0].tensor(), a[4].to_int(), w, scales, bias, relu, addend, output_of(a)));
+  make_plain_args(a);
+  return out(reference_conv(g, a, scale, bias, relu, addend));
 }
 
 }  // namespace
@@ -87,16 +129,19 @@ Stack quantized_conv_kernel(Stack& a) {
 QFLOW_REGISTER_OPS(quantized_conv) {
   registry.def(
       "quantized_conv2d(Tensor input, Tensor weight, Tensor output_scale, Tensor? bias=None, int input_zero_point=0, "
-      "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, bool relu=False) -> Tensor",
+      "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, bool relu=False, Tensor? add=None, "
+      "ScalarType dtype=float32, int output_zero_point=0, int output_min=0, int output_max=0) -> Tensor",
       kernels::quantized_conv_meta, kernels::quantized_conv_kernel);
+  registry.allow_opaque_layout("quantized_conv2d");
 }
 
 Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor& output_scale, const Tensor& bias,
                         int64_t input_zero_point, const IntList& stride, const IntList& padding, const IntList& dilation,
-                        int64_t groups, bool relu) {
+                        int64_t groups, bool relu, const Tensor& add, const QuantizedOutput& output) {
   QFLOW_OP_HANDLE("quantized_conv2d");
   return call_tensor(op, {input, weight, output_scale, bias.defined() ? Value(bias) : Value(), input_zero_point, stride,
-                          padding, dilation, groups, relu});
+                          padding, dilation, groups, relu, add.defined() ? Value(add) : Value(), output.dtype,
+                          output.zero_point, output.min, output.max});
 }
 
 }  // namespace qflow

@@ -18,6 +18,17 @@ Tensor empty_opaque_like(const Tensor& like) {
   return Tensor(std::move(impl));
 }
 
+Tensor empty_opaque_like(const Tensor& like, DType dtype) {
+  const OpaqueLayout* layout = like.impl()->opaque_layout();
+  QFLOW_ASSERT(layout, "empty_opaque_like: tensor of shape {} has no opaque layout", like.sizes());
+  auto converted = layout->with_element_type(dtype);
+  if (!converted) return Tensor();
+  auto impl = std::make_shared<TensorImpl>(Storage::allocate(converted->nbytes()), like.sizes(),
+                                           contiguous_strides(like.sizes()), 0, dtype);
+  impl->set_opaque_layout(std::move(converted));
+  return Tensor(std::move(impl));
+}
+
 Tensor to_opaque_layout_of(const Tensor& t, const Tensor& like) {
   const OpaqueLayout* target = like.impl()->opaque_layout();
   QFLOW_ASSERT(target, "to_opaque_layout_of: target of shape {} has no opaque layout", like.sizes());

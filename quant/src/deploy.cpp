@@ -43,6 +43,32 @@ void store(const Baked& b, const Tensor& bias, Tensor& weight, Tensor& bias_dst,
   detail::copy_param(weight_zero_point, b.weight_q.zero_point, who);
 }
 
+bool is_integer(const Tensor& x) { return x.dtype() == DType::UInt8 || x.dtype() == DType::Int8; }
+
+// The quantized input of an integer layer: x itself when the previous layer wrote it
+// (Note [Integer activations]), else quantize(x) with the frozen input qparams.
+Tensor integer_input(const Tensor& x, const detail::DeployedTensors& t, const QConfig& qc, const char* who) {
+  const DType type = detail::input_integer_type(qc);
+  if (is_integer(x)) {
+    QFLOW_CHECK(x.dtype() == type, "{}: got a {} input, but its input grid ({}) is {}", who, x.dtype(),
+                to_string(qc.scheme), type);
+    return x;
+  }
+  return quantize(x, t.input_scale, t.input_zero_point, qc.quant_min(), qc.quant_max(), 0, type);
+}
+
+// The float simulation's input: fake_quantize(x), or the value of integers a previous layer
+// wrote, (q - z) * s — the same number.
+Tensor simulated_input(const Tensor& x, const detail::DeployedTensors& t, const QConfig& qc) {
+  if (is_integer(x)) return (x.to(DType::Float32) - t.input_zero_point) * t.input_scale;
+  return fake_quantize(x, QParams{t.input_scale, t.input_zero_point, 0}, qc);
+}
+
+std::string integer_repr(bool integer, const std::string& unsupported) {
+  if (!integer) return ", integer=False";
+  return unsupported.empty() ? ", integer=True" : fmt::format(", integer=False ({})", unsupported);
+}
+
 std::string deploy_repr(const QConfig& qc) {
   return fmt::format(", bits={}, scheme={}, formula={}, per_layer={}", qc.bits, to_string(qc.scheme),
                      to_string(qc.formula), qc.per_layer ? "True" : "False");
@@ -90,56 +116,49 @@ std::shared_ptr<DConv2d> DConv2d::from_qconv2d(const QConv2d& qconv) {
   return d;
 }
 
+detail::DeployedTensors DConv2d::tensors() const {
+  return {weight, bias, input_scale, input_zero_point, weight_scale, weight_zero_point};
+}
+
 std::string DConv2d::integer_unsupported() const {
-  if (qconfig_.bits > 8) return fmt::format("{} bits do not fit int8", qconfig_.bits);
   if (options_.padding.same) return "padding=\"same\"";
-  if (to_vector<float>(input_scale)[0] <= 0.0f) return "the input scale is 0 (an empty or all-zero range)";
-  for (float s : to_vector<float>(weight_scale))
-    if (s <= 0.0f) return "a weight scale is 0 (an all-zero output channel)";
-  for (float z : to_vector<float>(weight_zero_point))
-    if (z != 0.0f) return "the weights have a zero point (affine weights)";
-  return "";
+  return detail::integer_unsupported(tensors(), qconfig_);
 }
 
-void DConv2d::refresh_integer_weights() {
-  // Version counters only grow, so their sum changes whenever one of the three tensors is written.
-  const uint64_t version = weight.impl()->storage()->version() + input_scale.impl()->storage()->version() +
-                           weight_scale.impl()->storage()->version();
-  if (int8_weight_.defined() && version == int8_source_version_) return;
-  NoGradGuard no_grad;
-  const int64_t out = options_.out;
-  const Tensor ws = weight_scale.numel() == 1 ? weight_scale.reshape({}) : weight_scale.view({out, 1, 1, 1});
-  // weight holds (q - 0) * s_w exactly as fake_quantize rounded it: dividing gives q back.
-  int8_weight_ = round(weight.detach() / ws).to(DType::Int8);
-  output_scale_ = (weight_scale * input_scale).contiguous();
-  int8_source_version_ = version;
+Tensor DConv2d::forward(const Tensor& x) { return run(x, Tensor()); }
+
+TensorList DConv2d::forward_list(const TensorList& inputs) {
+  QFLOW_CHECK(inputs.size() == 1 || inputs.size() == 2,
+              "DConv2d: expected an input and optionally a residual to add, got {} tensors", inputs.size());
+  return {run(inputs[0], inputs.size() == 2 ? inputs[1] : Tensor())};
 }
 
-Tensor DConv2d::forward(const Tensor& x) {
+Tensor DConv2d::run(const Tensor& x, const Tensor& residual) {
   const auto& o = options_;
-  if (integer_ && integer_unsupported().empty()) {
-    refresh_integer_weights();
-    const bool affine = qconfig_.scheme == Scheme::Affine;
-    const Tensor q = quantize(x, input_scale, input_zero_point, qconfig_.quant_min(), qconfig_.quant_max(), 0,
-                              affine ? DType::UInt8 : DType::Int8);
-    const int64_t zp = static_cast<int64_t>(to_vector<float>(input_zero_point)[0]);
-    return quantized_conv2d(q, int8_weight_, output_scale_, bias, zp, o.stride.list(), {o.padding.h, o.padding.w},
-                            o.dilation.list(), o.groups, applies_relu_);
+  if (integer_) {
+    const auto& f = integer_form_.get(tensors(), qconfig_, output_grid_, o.padding.same ? "padding=\"same\"" : "");
+    if (f.unsupported.empty())
+      return quantized_conv2d(integer_input(x, tensors(), qconfig_, "DConv2d"), f.weight, f.output_scale, f.bias,
+                              f.input_zero_point, o.stride.list(), {o.padding.h, o.padding.w}, o.dilation.list(),
+                              o.groups, applies_relu_, residual, f.output);
   }
-  const Tensor xq = fake_quantize(x, QParams{input_scale, input_zero_point, 0}, qconfig_);
-  const Tensor y = F::conv2d(xq, weight, bias, o.stride.list(), o.padding, o.dilation.list(), o.groups);
+  Tensor y = F::conv2d(simulated_input(x, tensors(), qconfig_), weight, bias, o.stride.list(), o.padding,
+                       o.dilation.list(), o.groups);
+  if (residual.defined()) y = add(y, residual);
   return applies_relu_ ? relu(y) : y;
 }
 
 nn::ModulePtr DConv2d::fused_with_relu() const {
   if (applies_relu_) return nullptr;
-  auto fused = std::make_shared<DConv2d>(*this);  // shallow: shares weights, scales and the int8 copies
+  auto fused = std::make_shared<DConv2d>(*this);  // shallow: shares weights and scales
   fused->applies_relu_ = true;
   return fused;
 }
 
 std::string DConv2d::extra_repr() const {
-  return detail::conv_repr(options_) + deploy_repr(qconfig_) + (integer_ ? ", integer=True" : "") +
+  std::string grid;
+  if (output_grid_) grid = fmt::format(", output={}", detail::input_integer_type(output_grid_->qconfig));
+  return detail::conv_repr(options_) + deploy_repr(qconfig_) + integer_repr(integer_, integer_unsupported()) + grid +
          (applies_relu_ ? ", relu=True" : "");
 }
 
@@ -171,15 +190,57 @@ std::shared_ptr<DLinear> DLinear::from_qlinear(const QLinear& qlinear) {
   return d;
 }
 
+detail::DeployedTensors DLinear::tensors() const {
+  return {weight, bias, input_scale, input_zero_point, weight_scale, weight_zero_point};
+}
+
+std::string DLinear::integer_unsupported() const { return detail::integer_unsupported(tensors(), qconfig_); }
+
 Tensor DLinear::forward(const Tensor& x) {
-  const Tensor xq = fake_quantize(x, QParams{input_scale, input_zero_point, 0}, qconfig_);
-  return F::linear(xq, weight, bias);
+  if (integer_) {
+    const auto& f = integer_form_.get(tensors(), qconfig_, std::nullopt, "");
+    if (f.unsupported.empty()) {
+      // A linear layer is a 1×1 convolution of (rows, in, 1, 1): the same integer kernel.
+      QFLOW_CHECK(x.dim() >= 1 && x.size(-1) == options_.in,
+                  "DLinear: expected an input whose last dimension is in_features={}, got shape {}", options_.in,
+                  x.sizes());
+      SymIntList out_sizes = x.sym_sizes();
+      out_sizes.back() = options_.out;
+      const Tensor q = integer_input(x, tensors(), qconfig_, "DLinear").reshape({-1, options_.in, 1, 1});
+      return quantized_conv2d(q, f.weight.view({options_.out, options_.in, 1, 1}), f.output_scale, f.bias,
+                              f.input_zero_point)
+          .reshape(out_sizes);
+    }
+  }
+  return F::linear(simulated_input(x, tensors(), qconfig_), weight, bias);
 }
 
 std::string DLinear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", options_.in, options_.out,
                      options_.bias ? "True" : "False") +
-         deploy_repr(qconfig_);
+         deploy_repr(qconfig_) + integer_repr(integer_, integer_unsupported());
+}
+
+size_t set_integer(nn::Module& model, bool on) {
+  size_t n = 0;
+  for (const auto& [path, m] : model.named_modules()) {
+    if (auto* c = dynamic_cast<DConv2d*>(m.get())) c->set_integer(on), ++n;
+    if (auto* l = dynamic_cast<DLinear*>(m.get())) l->set_integer(on), ++n;
+  }
+  return n;
+}
+
+std::vector<std::string> float_layers(nn::Module& model) {
+  std::vector<std::string> out;
+  const auto note = [&out](const std::string& path, bool integer, const std::string& why) {
+    if (!integer) out.push_back(path + ": integer=False");
+    else if (!why.empty()) out.push_back(path + ": " + why);
+  };
+  for (const auto& [path, m] : model.named_modules()) {
+    if (const auto* c = dynamic_cast<const DConv2d*>(m.get())) note(path, c->integer(), c->integer_unsupported());
+    if (const auto* l = dynamic_cast<const DLinear*>(m.get())) note(path, l->integer(), l->integer_unsupported());
+  }
+  return out;
 }
 
 }  // namespace qflow::quant

@@ -213,13 +213,25 @@ std::vector<TensorMeta> quantize_meta(const Stack& a) {
   return {TensorMeta{a[0].tensor().sizes(), dtype}};
 }
 
-// self: any shape (read contiguous) → the integers, contiguous.
+// The integers of a per-tensor quantization of an unpadded blocked activation keep its
+// arrangement of elements (Note [Integer activations]): an integer convolution reading them in
+// that layout needs no reorder. Undefined when they cannot (the tensor is then made plain).
+Tensor opaque_integers(const Stack& a, const ChannelLayout& layout, DType dtype) {
+  const Tensor& x = a[0].tensor();
+  if (layout.channels != 1 || x.dtype() != DType::Float32 || !is_unpadded_opaque(x)) return Tensor();
+  return empty_opaque_like(x, dtype);
+}
+
+// self: any shape (read contiguous, or in its opaque layout) → the integers, contiguous (or in
+// the same opaque arrangement).
 Stack quantize_kernel(Stack& a) {
   const TensorMeta m = quantize_meta(a)[0];
   const ChannelLayout layout = check_args(a, 0, "quantize");
-  make_plain_args_of(a);
-  const Tensor x = a[0].tensor().contiguous();
-  Tensor q = empty(m.sizes, m.dtype);
+  Tensor q = opaque_integers(a, layout, m.dtype);
+  const bool opaque = q.defined();
+  if (!opaque) make_plain_args_of(a);
+  const Tensor x = storage_order(a[0].tensor(), opaque);
+  if (!opaque) q = empty(m.sizes, m.dtype);
   visit_floating(x.dtype(), "quantize", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> s, z;
@@ -227,15 +239,15 @@ Stack quantize_kernel(Stack& a) {
     for (size_t c = 0; c < s.size(); ++c)
       QFLOW_CHECK(s[c] > T(0), "quantize: scale 0 (channel {}) has no integer grid (a zero range: keep such a layer in float)", c);
     const T lo = static_cast<T>(a[3].to_int()), hi = static_cast<T>(a[4].to_int());
-    const T* px = x.data_ptr<T>();
+    const T* px = elements<T>(x);
     auto run = [&](auto* pq) {
       for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
         integer_run(px + b, pq + b, e - b, s[c], z[c], lo, hi);
       });
     };
-    if (m.dtype == DType::UInt8) run(q.data_ptr<uint8_t>());
-    else if (m.dtype == DType::Int8) run(q.data_ptr<int8_t>());
-    else run(q.data_ptr<int32_t>());
+    if (m.dtype == DType::UInt8) run(elements<uint8_t>(q));
+    else if (m.dtype == DType::Int8) run(elements<int8_t>(q));
+    else run(elements<int32_t>(q));
   });
   return {Value(std::move(q))};
 }
@@ -282,6 +294,7 @@ QFLOW_REGISTER_OPS(fake_quantize) {
       quantize_meta, quantize_kernel);
   registry.allow_opaque_layout("fake_quantize");
   registry.allow_opaque_layout("fake_quantize_backward");
+  registry.allow_opaque_layout("quantize");
 }
 
 namespace qflow::quant {

@@ -1,6 +1,10 @@
 // quantized_conv2d (Note [Integer convolution]): oneDNN's integer kernels against the exact
 // float64 sums, for uint8 inputs with a zero point and int8 inputs, per-channel and per-tensor
-// scales, bias, ReLU, padding and stride; the fallback path; errors that name the op.
+// scales, bias, ReLU, padding and stride; the residual add; integer outputs on a grid (the next
+// layer's input); chains in oneDNN's nhwc layout; the fallback path; errors that name the op.
+#include <algorithm>
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -61,6 +65,77 @@ TEST(QuantizedConvTest, IntegerKernelsEqualTheExactSumsScaled) {
   }
 }
 
+TEST(QuantizedConvTest, AddsTheResidualBeforeTheRelu) {
+  for (ConvEngine engine : {ConvEngine::OneDNN, ConvEngine::Im2col}) {
+    ConvSettingsGuard settings(engine, ConvAlgorithm::Auto);
+    manual_seed(3);
+    const Tensor x = random_ints({2, 16, 8, 8}, 0, 255, DType::UInt8);
+    const Tensor w = random_ints({16, 16, 3, 3}, -127, 127, DType::Int8);
+    const Tensor scale = rand({16}) * 1e-4 + 1e-5, bias = randn({16}), residual = randn({2, 16, 8, 8});
+    const Tensor y = quantized_conv2d(x, w, scale, bias, 7, {1}, {1}, {1}, 1, true, residual);
+    const Tensor want = (reference(x, 7, w, scale, bias, {1}, {1}, false) + residual.to(DType::Float64)).relu();
+    EXPECT_LT(relative_error(y, want), 1e-6) << static_cast<int>(engine);
+  }
+}
+
+// An integer output is the next layer's quantized input: round_half_even(y) + zero point,
+// clamped to the grid, with y in units of the next scale (folded into output_scale and bias).
+TEST(QuantizedConvTest, IntegerOutputsRoundTheScaledResultOntoTheGrid) {
+  struct Case {
+    DType out;
+    int64_t zero_point, min, max;
+    bool relu;
+  };
+  for (const Case c : {Case{DType::UInt8, 0, 0, 255, true}, Case{DType::UInt8, 113, 0, 255, false},
+                       Case{DType::Int8, 0, -127, 127, false}, Case{DType::UInt8, 3, 0, 15, false}}) {  // 4 bits
+    for (ConvEngine engine : {ConvEngine::OneDNN, ConvEngine::Im2col}) {
+      ConvSettingsGuard settings(engine, ConvAlgorithm::Auto);
+      manual_seed(4);
+      const Tensor x = random_ints({2, 32, 7, 7}, 0, 255, DType::UInt8);
+      const Tensor w = random_ints({16, 32, 3, 3}, -127, 127, DType::Int8);
+      const Tensor scale = rand({16}) * 2e-3 + 1e-4, bias = randn({16}) * 4;  // y beyond the grid
+      const QuantizedOutput out{c.out, c.zero_point, c.min, c.max};
+      const Tensor q = quantized_conv2d(x, w, scale, bias, 9, {1}, {1}, {1}, 1, c.relu, Tensor(), out);
+      ASSERT_EQ(q.dtype(), c.out);
+      const Tensor y = reference(x, 9, w, scale, bias, {1}, {1}, c.relu);
+      const std::vector<double> yv = to_vector<double>(y);
+      const std::vector<int64_t> qv = to_vector<int64_t>(q.to(DType::Int64));
+      int64_t off = 0, clamped = 0;
+      for (size_t i = 0; i < yv.size(); ++i) {
+        const double want = std::clamp(std::nearbyint(yv[i]) + c.zero_point, double(c.min), double(c.max));
+        clamped += want == c.min || want == c.max;
+        // Exact up to the float32 rounding of y: only a value within 1e-4 of a tie may differ.
+        if (qv[i] != static_cast<int64_t>(want)) {
+          ++off;
+          EXPECT_LT(std::abs(std::abs(yv[i] - std::floor(yv[i])) - 0.5), 1e-4) << i << " " << yv[i];
+        }
+      }
+      EXPECT_LE(off, 2) << dtype_name(c.out) << " engine " << static_cast<int>(engine);
+      EXPECT_GT(clamped, 0);  // the grid's bounds were reached
+    }
+  }
+}
+
+// On oneDNN, outputs stay in the kernels' nhwc layout and the next integer layer, quantize, the
+// residual add and ReLU take them as they are: a two-layer chain converts nothing in between.
+TEST(QuantizedConvTest, ChainsRunInTheKernelsLayoutWithoutConversions) {
+  ConvSettingsGuard settings(ConvEngine::OneDNN, ConvAlgorithm::Auto);
+  manual_seed(5);
+  const Tensor x = random_ints({2, 32, 8, 8}, 0, 255, DType::UInt8);
+  const Tensor w1 = random_ints({32, 32, 3, 3}, -127, 127, DType::Int8);
+  const Tensor w2 = random_ints({32, 32, 3, 3}, -127, 127, DType::Int8);
+  const Tensor s = full({1}, 2e-5), b = randn({32});
+  const QuantizedOutput grid{DType::UInt8, 0, 0, 255};
+  const Tensor h = quantized_conv2d(x, w1, s, b, 3, {1}, {1}, {1}, 1, true, Tensor(), grid);  // u8, nhwc
+  const Tensor y = quantized_conv2d(x, w1, s * 0.5, b, 3, {1}, {1}, {1}, 1, false);        // f32, nhwc
+  reset_layout_conversion_count();
+  const Tensor z = quantized_conv2d(h, w2, s, Tensor(), 0, {1}, {1}, {1}, 1, true, y);
+  EXPECT_EQ(layout_conversion_count(), 0);
+  // The same values from plain inputs.
+  const Tensor z_plain = quantized_conv2d(h.contiguous(), w2, s, Tensor(), 0, {1}, {1}, {1}, 1, true, y.contiguous());
+  EXPECT_EQ(to_vector<float>(z), to_vector<float>(z_plain));
+}
+
 TEST(QuantizedConvTest, GroupedAndZeroScaleLayersTakeTheExactPath) {
   manual_seed(2);
   const Tensor x = random_ints({1, 8, 5, 5}, 0, 255, DType::UInt8);
@@ -89,4 +164,18 @@ TEST(QuantizedConvTest, BadArgumentsNameTheOp) {
   EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), int64_t{1} << 40); }),
               HasSubstr("quantized_conv2d: input_zero_point 1099511627776 does not fit int32"));
   EXPECT_THAT(error_of([&] { quantized_conv2d(x, zeros({2, 3, 3, 3}, DType::Int8), s); }), HasSubstr("quantized_conv2d"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), 0, {1}, {0}, {1}, 1, false, zeros({1, 2, 4, 4})); }),
+              HasSubstr("quantized_conv2d: add must be float32 of the output's shape [1, 2, 3, 3], got float32 of "
+                        "shape [1, 2, 4, 4]"));
+  EXPECT_THAT(error_of([&] {
+                quantized_conv2d(x, w, s, Tensor(), 0, {1}, {0}, {1}, 1, false, zeros({1, 2, 3, 3}),
+                                 {DType::UInt8, 0, 0, 255});
+              }),
+              HasSubstr("quantized_conv2d: add needs a float32 output, not uint8"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), 0, {1}, {0}, {1}, 1, false, Tensor(), {DType::Int8, 0, -200, 0}); }),
+              HasSubstr("quantized_conv2d: the output grid [-200, 0] does not fit int8"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), 0, {1}, {0}, {1}, 1, false, Tensor(), {DType::UInt8, 300, 0, 255}); }),
+              HasSubstr("quantized_conv2d: output_zero_point 300 lies outside the grid [0, 255]"));
+  EXPECT_THAT(error_of([&] { quantized_conv2d(x, w, s, Tensor(), 0, {1}, {0}, {1}, 1, false, Tensor(), {DType::Int32, 0, 0, 1}); }),
+              HasSubstr("quantized_conv2d: dtype must be float32, uint8 or int8, got int32"));
 }

@@ -98,8 +98,14 @@ TEST(DConv2dTest, StateDictLayoutAndRepr) {
   EXPECT_EQ(d.state_dict().keys(), (std::vector<std::string>{"weight", "bias", "input_scale", "input_zero_point",
                                                               "weight_scale", "weight_zero_point"}));
   EXPECT_EQ(d.weight_scale.numel(), 3);
+  // An empty layer has no input grid yet: the printed model says it cannot run integers and why.
   EXPECT_EQ(d.extra_repr(),
-            "2, 3, kernel_size=(3, 3), stride=(1, 1), bits=8, scheme=symmetric, formula=google, per_layer=False");
+            "2, 3, kernel_size=(3, 3), stride=(1, 1), bits=8, scheme=symmetric, formula=google, per_layer=False, "
+            "integer=False (the input scale is 0 (an empty or all-zero range))");
+  d.set_integer(false);
+  EXPECT_EQ(d.extra_repr(),
+            "2, 3, kernel_size=(3, 3), stride=(1, 1), bits=8, scheme=symmetric, formula=google, per_layer=False, "
+            "integer=False");
 }
 
 // A small QAT model: QConvBN → ReLU → QLinear.

@@ -1,11 +1,17 @@
-// DConv2d::set_integer: the deploy model's convolutions in integers (quantize + quantized_conv2d,
-// Note [Integer convolution]) compute the float simulation's function on ResNet18 for every
-// published configuration; layers the integer kernels cannot take say why and stay in float.
+// The deploy model in integers (quantize + quantized_conv2d, Note [Integer activations]):
+// computes the float simulation's function on ResNet18 for every published configuration;
+// layers the integer kernels cannot take say why and stay in float; quant::fuse_integer_layers
+// chains them in integers without changing the results.
+#include <gmock/gmock.h>
+
+#include "error_of.h"
 #include "quant/pass_test_util.h"
 
 using namespace qflow;
 using namespace qflow::quant;
 using namespace pass_test;
+using qflow::testing_util::error_of;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -109,4 +115,60 @@ TEST(IntegerDeployTest, FusedReluRunsAsThePostOpAndKeepsTheResults) {
   EXPECT_THAT(deploy->get_submodule("conv1")->repr(), ::testing::HasSubstr("integer=True, relu=True"));
   // oneDNN's ReLU post-op on the float32 output equals relu() on it.
   EXPECT_EQ(to_vector<float>((*deploy)(x)), to_vector<float>(unfused));
+}
+
+// quant::fuse_integer_layers: each block's first convolution writes the second's uint8 input,
+// the residual add and its ReLU become post-ops of the block's last convolution; the model's
+// results stay those of the unfused integer model (up to requantization ties).
+TEST(IntegerDeployTest, FuseIntegerLayersChainsBlocksAndKeepsTheResults) {
+  const QConfig qc{.per_layer = false};
+  auto deploy = trained_deploy(qc);
+  manual_seed(13);
+  const Tensor x = randn({4, 3, 32, 32});
+  NoGradGuard no_grad;
+  const Tensor unfused = (*deploy)(x);
+  const IntegerFusions done = fuse_integer_layers(*deploy);
+  EXPECT_EQ(done.activations.modules("DConv2d"), 9u);
+  EXPECT_EQ(done.residual_adds, 8u);  // every block's add (+ReLU)
+  EXPECT_EQ(done.requantized, 8u);    // every block's conv1 → conv2
+  EXPECT_THAT(done.to_string(), HasSubstr("8 residual adds made convolution post-ops, 8 layers write their "
+                                          "successor's integers"));
+  EXPECT_THAT(deploy->get_submodule("layer1.0.conv1")->repr(), HasSubstr("integer=True, output=int8, relu=True"));
+  EXPECT_THAT(deploy->get_submodule("layer1.0.conv2")->repr(), HasSubstr("integer=True, relu=True"));
+  for (const fx::Node* n : deploy->graph()) EXPECT_NE(n->target(), "add_relu") << n->name();
+  const Tensor fused = (*deploy)(x);
+  expect_close_to_scale(fused, unfused, 5e-2);
+  EXPECT_EQ(to_vector<int64_t>(fused.argmax(1)), to_vector<int64_t>(unfused.argmax(1)));
+  // A layer fed integers of another grid type says so.
+  const auto conv2 = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv2"));
+  EXPECT_THAT(error_of([&] { (*conv2)(zeros({1, 64, 8, 8}, DType::UInt8)); }),
+              HasSubstr("DConv2d: got a uint8 input, but its input grid (symmetric) is int8"));
+}
+
+// The integers a requantizing layer writes are those quantize makes of its float output with
+// the next layer's qparams, except where the float rounding of the scaling decides a tie.
+TEST(IntegerDeployTest, RequantizedOutputsEqualTheNextLayersQuantizedInput) {
+  for (const QConfig qc : {QConfig{.per_layer = false}, QConfig{.formula = Formula::Cambricon}}) {
+    auto deploy = trained_deploy(qc);
+    const auto first = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv1"));
+    const auto second = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv2"));
+    const auto relu_first = std::dynamic_pointer_cast<DConv2d>(first->fused_with_relu());
+    manual_seed(15);
+    const Tensor x = randn({4, 64, 16, 16});
+    NoGradGuard no_grad;
+    const Tensor want = quantize(relu((*first)(x)), second->input_scale, second->input_zero_point,
+                                 qc.quant_min(), qc.quant_max(), 0, DType::Int8);
+    relu_first->requantize_output(quant::detail::OutputGrid{second->input_scale, second->input_zero_point, qc});
+    const Tensor got = (*relu_first)(x);
+    ASSERT_EQ(got.dtype(), DType::Int8);
+    const std::vector<int64_t> g = to_vector<int64_t>(got.to(DType::Int64)), w = to_vector<int64_t>(want.to(DType::Int64));
+    int64_t off = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      EXPECT_LE(std::abs(g[i] - w[i]), 1) << i;
+      off += g[i] != w[i];
+    }
+    EXPECT_LE(off, static_cast<int64_t>(g.size()) / 10000) << off << " of " << g.size();
+    // The next layer takes them as its input: the same result as from the float activation.
+    expect_close_to_scale((*second)(got), (*second)(relu((*first)(x))), off == 0 ? 1e-6 : 1e-2);
+  }
 }

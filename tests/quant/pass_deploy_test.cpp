@@ -59,6 +59,9 @@ TEST_P(DeployEqualsQatEval, OnResNet18AfterTraining) {
   }
   t.qat->eval();
   deploy->eval();
+  // The float simulation computes the QAT model's eval function with the same float operations;
+  // the integer kernels (the default) compute it with exact sums (IntegerDeploy checks those).
+  EXPECT_EQ(set_integer(*deploy, false), 21u);
   manual_seed(13);
   const Tensor x = randn({2, 3, 32, 32});
   NoGradGuard no_grad;

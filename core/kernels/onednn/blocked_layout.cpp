@@ -6,24 +6,48 @@ using dnnl::memory;
 
 namespace {
 
-memory::desc with_tag(const memory::desc& md, memory::format_tag tag) {
-  return memory::desc(md.dims(), memory::data_type::f32, tag);
-}
+using tag = memory::format_tag;
+
+memory::desc with_tag(const memory::desc& md, tag t) { return memory::desc(md.dims(), md.data_type(), t); }
 
 }  // namespace
 
+memory::data_type data_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return memory::data_type::f32;
+    case DType::UInt8: return memory::data_type::u8;
+    case DType::Int8: return memory::data_type::s8;
+    case DType::Int32: return memory::data_type::s32;
+    default: QFLOW_FAIL("oneDNN has no layout for {} tensors", dtype);
+  }
+}
+
 BlockedLayout::BlockedLayout(const memory::desc& md) : md_(md) {
   const auto dims = md.dims();
-  plain_ = memory::desc(dims, memory::data_type::f32, memory::format_tag::abcd);
-  if (dims.size() == 4 && md == with_tag(md, memory::format_tag::nChw16c)) {
-    block_ = 16, name_ = "nChw16c";
-  } else if (dims.size() == 4 && md == with_tag(md, memory::format_tag::nChw8c)) {
-    block_ = 8, name_ = "nChw8c";
-  } else if (dims.size() == 4 && md == with_tag(md, memory::format_tag::nhwc)) {
-    name_ = "nhwc";
+  plain_ = with_tag(md, tag::abcd);
+  if (dims.size() == 4 && md == with_tag(md, tag::nChw16c)) {
+    block_ = 16, name_ = "nChw16c", tag_ = tag::nChw16c;
+  } else if (dims.size() == 4 && md == with_tag(md, tag::nChw8c)) {
+    block_ = 8, name_ = "nChw8c", tag_ = tag::nChw8c;
+  } else if (dims.size() == 4 && md == with_tag(md, tag::nhwc)) {
+    name_ = "nhwc", tag_ = tag::nhwc;
   } else {
     name_ = "onednn-blocked";
   }
+}
+
+DType BlockedLayout::dtype() const {
+  switch (md_.data_type()) {
+    case memory::data_type::u8: return DType::UInt8;
+    case memory::data_type::s8: return DType::Int8;
+    case memory::data_type::s32: return DType::Int32;
+    default: return DType::Float32;
+  }
+}
+
+std::shared_ptr<const OpaqueLayout> BlockedLayout::with_element_type(DType dtype) const {
+  if (!tag_) return nullptr;
+  return std::make_shared<BlockedLayout>(memory::desc(md_.dims(), data_type_of(dtype), *tag_));
 }
 
 bool BlockedLayout::same_as(const OpaqueLayout& other) const {
@@ -51,7 +75,8 @@ Tensor new_blocked_tensor(const memory::dims& dims, std::shared_ptr<const Blocke
   auto storage = Storage::allocate(layout->nbytes());
   std::vector<int64_t> sizes(dims.begin(), dims.end());
   auto strides = contiguous_strides(sizes);
-  auto impl = std::make_shared<TensorImpl>(std::move(storage), std::move(sizes), std::move(strides), 0, DType::Float32);
+  auto impl =
+      std::make_shared<TensorImpl>(std::move(storage), std::move(sizes), std::move(strides), 0, layout->dtype());
   impl->set_opaque_layout(std::move(layout));
   return Tensor(std::move(impl));
 }

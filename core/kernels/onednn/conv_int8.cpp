@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "../kernel_utils.h"
+#include "blocked_layout.h"
 #include "onednn_context.h"
 #include "qflow/core/conv_ops.h"
 
@@ -19,8 +20,8 @@ using dt = memory::data_type;
 using tag = memory::format_tag;
 
 // oneDNN bakes per-channel output scales into the primitive (2.6 takes no runtime per-channel
-// scales on x64), so a plan belongs to one layer: geometry, input type, zero point or not,
-// ReLU, bias, and the scales themselves.
+// scales on x64), so a plan belongs to one layer: geometry, input type, zero points or not,
+// post-ops, bias, output type and grid, and the scales themselves.
 struct Int8Key {
   std::vector<int64_t> dims;  // geometry, input type, flags
   std::vector<float> scales;
@@ -42,9 +43,9 @@ struct Int8KeyHash {
 
 struct Int8Plan {
   dnnl::convolution_forward prim;
-  memory::desc x, w, y, scratch;
+  memory::desc x, w, y, scratch, add;
   memory::desc x_plain, w_plain, y_plain;
-  std::vector<float> scales;
+  std::shared_ptr<const BlockedLayout> y_layout;  // null when the primitive writes plain NCHW
   // The weights in the primitive's layout, by the plain weight's storage and version.
   std::weak_ptr<Storage> w_storage;
   uint64_t w_version = 0;
@@ -65,41 +66,83 @@ memory::dims x_dims(const ConvGeometry& g) { return {g.n, g.c, g.h, g.w}; }
 memory::dims w_dims(const ConvGeometry& g) { return {g.o, g.c, g.kh, g.kw}; }
 memory::dims y_dims(const ConvGeometry& g) { return {g.n, g.o, g.oh, g.ow}; }
 
-std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, dt src, bool zero_point, bool bias, bool relu,
-                                         const std::vector<float>& scales) {
+// The integer range of an output type.
+std::pair<int64_t, int64_t> range_of(DType dtype) {
+  return dtype == DType::UInt8 ? std::pair<int64_t, int64_t>{0, 255} : std::pair<int64_t, int64_t>{-128, 127};
+}
+
+struct Int8Flags {
+  dt src;
+  bool zero_point, bias, relu, add;
+  QuantizedOutput output;
+};
+
+std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, const Int8Flags& f, const std::vector<float>& scales) {
   const memory::dims strides{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
-  const memory::desc b = bias ? memory::desc({g.o}, dt::f32, tag::x) : memory::desc();
+  const dt out = data_type_of(f.output.dtype);
+  const memory::desc b = f.bias ? memory::desc({g.o}, dt::f32, tag::x) : memory::desc();
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                    memory::desc(x_dims(g), src, tag::any), memory::desc(w_dims(g), dt::s8, tag::any), b,
-                                    memory::desc(y_dims(g), dt::f32, tag::any), strides, dil, pad, pad);
+                                    memory::desc(x_dims(g), f.src, tag::any), memory::desc(w_dims(g), dt::s8, tag::any),
+                                    b, memory::desc(y_dims(g), out, tag::any), strides, dil, pad, pad);
   dnnl::primitive_attr attr = default_attr();
   attr.set_output_scales(scales.size() == 1 ? 0 : 1 << 1, scales);
-  if (zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
+  if (f.zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  // Post-ops run on the scaled result, before the output zero point is added: the residual,
+  // the ReLU, then the grid's bounds where they are narrower than the type's.
+  dnnl::post_ops ops;
+  const memory::desc add = memory::desc(y_dims(g), dt::f32, tag::nhwc);
+  if (f.add) ops.append_binary(dnnl::algorithm::binary_add, add);
+  if (f.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (f.output.dtype != DType::Float32) {
+    if (f.output.zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    if (range_of(f.output.dtype) != std::pair{f.output.min, f.output.max})
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(f.output.min - f.output.zero_point),
+                         static_cast<float>(f.output.max - f.output.zero_point));
   }
+  attr.set_post_ops(ops);
   dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
   auto plan = std::make_unique<Int8Plan>();
   plan->prim = dnnl::convolution_forward(pd);
   plan->x = pd.src_desc(), plan->w = pd.weights_desc(), plan->y = pd.dst_desc(), plan->scratch = pd.scratchpad_desc();
-  plan->x_plain = memory::desc(x_dims(g), src, tag::nchw);
+  plan->add = add;
+  plan->x_plain = memory::desc(x_dims(g), f.src, tag::nchw);
   plan->w_plain = memory::desc(w_dims(g), dt::s8, tag::oihw);
-  plan->y_plain = memory::desc(y_dims(g), dt::f32, tag::nchw);
-  plan->scales = scales;
+  plan->y_plain = memory::desc(y_dims(g), out, tag::nchw);
+  if (plan->y != plan->y_plain) plan->y_layout = std::make_shared<BlockedLayout>(plan->y);
   return plan;
 }
 
 void* raw(const Tensor& t) { return t.impl()->data(); }
 
-// `t` (plain, layout `from`) in layout `to`: t itself when they agree, else a reordered buffer.
-Tensor reordered(const Tensor& t, const memory::desc& from, const memory::desc& to) {
-  if (from == to) return t;
-  Tensor out = buffer_for(to);
-  auto src = view(from, raw(t)), dst = view(to, raw(out));
+// Tensor `t` as bytes in layout `md` (`plain`: md's plain NCHW form): t itself when it already
+// is, else converted (counted when an opaque layout is involved).
+Tensor in_layout(const Tensor& t, const memory::desc& md, const memory::desc& plain) {
+  const BlockedLayout* l = blocked_layout(t);
+  if (l && l->desc() == md) return t;
+  if (!l && md == plain) return t.is_contiguous() ? t : t.contiguous();
+  const memory::desc& from = l ? l->desc() : plain;
+  const Tensor src_tensor = l || t.is_contiguous() ? t : t.contiguous();
+  Tensor out = buffer_for(md);
+  auto src = view(from, raw(src_tensor)), dst = view(md, raw(out));
   dnnl::reorder(src, dst).execute(stream(), src, dst);
+  count_layout_conversion();
   return out;
+}
+
+// The weights in the plan's layout: reordered once per version of their storage (deployed
+// weights never change). Call with the cache's lock held.
+Tensor plan_weights(Int8Plan& plan, const Tensor& w) {
+  const std::shared_ptr<Storage>& storage = w.impl()->storage();
+  const uint64_t version = storage ? storage->version() : 0;
+  if (plan.w_storage.lock() != storage || plan.w_version != version || !plan.w_reordered.defined()) {
+    Tensor copy = buffer_for(plan.w);
+    auto s = view(plan.w_plain, raw(w)), d = view(plan.w, raw(copy));
+    dnnl::reorder(s, d).execute(stream(), s, d);
+    plan.w_storage = storage;
+    plan.w_version = version;
+    plan.w_reordered = copy;
+  }
+  return plan.w_reordered;
 }
 
 }  // namespace
@@ -112,34 +155,28 @@ bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale)
 }
 
 Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
-                   const std::vector<float>& output_scale, const Tensor& bias, bool relu) {
-  const dt src = x.dtype() == DType::UInt8 ? dt::u8 : dt::s8;
-  const bool has_zp = zero_point != 0;
-  Int8Key key{{g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, static_cast<int64_t>(src),
-               has_zp, bias.defined(), relu},
+                   const std::vector<float>& output_scale, const Tensor& bias, bool relu, const Tensor& add,
+                   const QuantizedOutput& output) {
+  const Int8Flags f{x.dtype() == DType::UInt8 ? dt::u8 : dt::s8, zero_point != 0, bias.defined(), relu,
+                    add.defined(), output};
+  Int8Key key{{g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, static_cast<int64_t>(f.src),
+               f.zero_point, f.bias, f.relu, f.add, static_cast<int64_t>(output.dtype), output.zero_point != 0,
+               output.min - output.zero_point, output.max - output.zero_point},
               output_scale};
   auto& c = int8_cache();
   std::unique_lock lock(c.mutex);
   auto it = c.plans.find(key);
-  if (it == c.plans.end()) it = c.plans.emplace(key, make_int8_plan(g, src, has_zp, bias.defined(), relu, output_scale)).first;
+  if (it == c.plans.end()) it = c.plans.emplace(key, make_int8_plan(g, f, output_scale)).first;
   Int8Plan& plan = *it->second;
-  // Weights are reordered once per version of their storage (deployed weights never change).
-  const std::shared_ptr<Storage>& storage = w.impl()->storage();
-  const uint64_t version = storage ? storage->version() : 0;
-  if (plan.w_storage.lock() != storage || plan.w_version != version || !plan.w_reordered.defined()) {
-    Tensor copy = buffer_for(plan.w);
-    auto s = view(plan.w_plain, raw(w)), d = view(plan.w, raw(copy));
-    dnnl::reorder(s, d).execute(stream(), s, d);
-    plan.w_storage = storage;
-    plan.w_version = version;
-    plan.w_reordered = copy;
-  }
-  const Tensor ws = plan.w_reordered;
+  const Tensor ws = plan_weights(plan, w);
   lock.unlock();
 
-  const Tensor xs = reordered(x, plan.x_plain, plan.x);
-  Tensor out = new_tensor({g.n, g.o, g.oh, g.ow}, DType::Float32);
-  Tensor y = plan.y == plan.y_plain ? out : buffer_for(plan.y);
+  const Tensor xs = in_layout(x, plan.x, plan.x_plain);
+  const bool keep_layout = plan.y_layout && conv_keeps_blocked_layout();
+  const memory::dims dims = y_dims(g);
+  Tensor y = keep_layout ? new_blocked_tensor(dims, plan.y_layout)
+             : plan.y_layout ? buffer_for(plan.y)
+                             : new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, view(plan.x, raw(xs))},
                                        {DNNL_ARG_WEIGHTS, view(plan.w, raw(ws))},
                                        {DNNL_ARG_DST, view(plan.y, raw(y))}};
@@ -152,15 +189,22 @@ Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, c
     for (int64_t o = 0; o < g.o; ++o) ps[o] = pb[o] / output_scale[output_scale.size() == 1 ? 0 : o];
     args.emplace(DNNL_ARG_BIAS, view(memory::desc({g.o}, dt::f32, tag::x), raw(scaled_bias)));
   }
-  int32_t zp = static_cast<int32_t>(zero_point);
-  if (has_zp) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::x), &zp));
+  Tensor addend;
+  if (f.add) {
+    addend = in_layout(add, plan.add, memory::desc(dims, dt::f32, tag::nchw));
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, view(plan.add, raw(addend)));
+  }
+  int32_t zp = static_cast<int32_t>(zero_point), out_zp = static_cast<int32_t>(output.zero_point);
+  if (f.zero_point) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::x), &zp));
+  if (output.dtype != DType::Float32 && out_zp != 0)
+    args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, view(memory::desc({1}, dt::s32, tag::x), &out_zp));
   args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad(plan.scratch));
   plan.prim.execute(stream(), args);
-  if (y.impl() != out.impl()) {
-    auto src = view(plan.y, raw(y)), dst = view(plan.y_plain, raw(out));
-    dnnl::reorder(src, dst).execute(stream(), src, dst);
-  }
-  return out;
+  if (!plan.y_layout || keep_layout) return y;
+  Tensor plain = new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
+  auto src = view(plan.y, raw(y)), dst = view(plan.y_plain, raw(plain));
+  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  return plain;
 }
 
 }  // namespace qflow::kernels::onednn

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "../im2col.h"
-#include "qflow/core/tensor.h"
+#include "qflow/core/conv_ops.h"
 
 namespace qflow::kernels::onednn {
 
@@ -13,10 +13,14 @@ namespace qflow::kernels::onednn {
 /// divided by it).
 bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale);
 
-/// x: (N, C, H, W) uint8 or int8 (plain), w: (O, C, kH, kW) int8 (plain), output_scale (O values),
-/// bias (O,) float32 or undefined → y: (N, O, Ho, Wo) float32 plain,
-///   y = output_scale[o] * sum((x - zero_point) * w) + bias[o], then relu when asked.
+/// x: (N, C, H, W) uint8 or int8 (plain, or in the primitive's nhwc layout), w: (O, C, kH, kW)
+/// int8 (plain), output_scale (O values), bias (O,) float32 or undefined, add: undefined or
+/// float32 of the output's sizes (any layout) →
+///   y = output_scale[o] * sum((x - zero_point) * w) + bias[o] (+ add), then relu when asked;
+/// float32, or clamp(round(y) + zero_point, min, max) for integer outputs, in the primitive's
+/// layout (nhwc: Note [Integer activations]) unless conv_keeps_blocked_layout() is off.
 Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
-                   const std::vector<float>& output_scale, const Tensor& bias, bool relu);
+                   const std::vector<float>& output_scale, const Tensor& bias, bool relu, const Tensor& add,
+                   const QuantizedOutput& output);
 
 }  // namespace qflow::kernels::onednn

@@ -27,15 +27,26 @@ namespace qflow {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
               int64_t groups = 1);
+/// What quantized_conv2d writes: float32 values, or integers on a grid — the next layer's
+/// quantized input, q = clamp(round_half_even(y) + zero_point, min, max) (uint8 or int8).
+struct QuantizedOutput {
+  DType dtype = DType::Float32;
+  int64_t zero_point = 0;
+  int64_t min = 0, max = 0;
+};
+
 /// The integer convolution of a deployed int8 model (Note [Integer convolution]):
-///   y = output_scale[o] * sum((input - input_zero_point) * weight) + bias[o]   (float32, then
-/// ReLU when `relu`). input: (N, C, H, W) uint8 or int8; weight: (O, C / groups, kH, kW) int8;
-/// output_scale: float32, 1 or O values (s_x * s_w); bias: float32 (O,) or undefined.
-/// oneDNN's u8/s8 kernels (VNNI) run it where they can, exact float64 sums elsewhere.
+///   y = output_scale[o] * sum((input - input_zero_point) * weight) + bias[o] (+ add)   (float32,
+/// then ReLU when `relu`), written as float32 or, for an integer `output`, requantized (the caller
+/// folds the next scale into output_scale and bias). input: (N, C, H, W) uint8 or int8 (plain or
+/// as the previous integer layer wrote it); weight: (O, C / groups, kH, kW) int8; output_scale:
+/// float32, 1 or O values (s_x * s_w); bias: float32 (O,) or undefined; add: undefined or float32
+/// of the output's shape (float32 outputs only). oneDNN's u8/s8 kernels (VNNI) run it where they
+/// can, writing their nhwc layout; exact float64 sums elsewhere.
 Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor& output_scale,
                         const Tensor& bias = Tensor(), int64_t input_zero_point = 0, const IntList& stride = {1},
                         const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1,
-                        bool relu = false);
+                        bool relu = false, const Tensor& add = Tensor(), const QuantizedOutput& output = {});
 /// relu(conv2d(...)) in one op: on oneDNN the ReLU is a post-op applied before the output is
 /// stored (an inference fusion, fx::fuse_activations); differentiable like the pair.
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,

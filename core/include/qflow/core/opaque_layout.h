@@ -2,9 +2,11 @@
 // Tensors whose elements live in a layout strides cannot describe. See Note [Opaque layouts].
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "qflow/core/dispatch_key.h"
+#include "qflow/core/dtype.h"
 
 namespace qflow {
 
@@ -42,6 +44,9 @@ class OpaqueLayout {
   virtual void to_plain(const void* src, void* dst) const = 0;
   /// The inverse: a plain row-major tensor at `src` into this layout at `dst` (padding zeroed).
   virtual void from_plain(const void* src, void* dst) const = 0;
+  /// The same arrangement of elements holding `dtype` instead (the uint8 activations quantize
+  /// makes of float32 ones, Note [Integer activations]), or null when the layout has no such form.
+  virtual std::shared_ptr<const OpaqueLayout> with_element_type(DType dtype) const = 0;
 };
 
 /// The dispatch layer that converts opaque tensors for ops that cannot take them; it runs

@@ -12,6 +12,9 @@ namespace qflow {
 bool is_unpadded_opaque(const Tensor& t);
 /// A new uninitialised tensor with `like`'s sizes, dtype and opaque layout.
 Tensor empty_opaque_like(const Tensor& like);
+/// A new uninitialised tensor with `like`'s sizes in `like`'s arrangement of elements holding
+/// `dtype` (OpaqueLayout::with_element_type); an undefined tensor when the layout has none.
+Tensor empty_opaque_like(const Tensor& like, DType dtype);
 /// `t` (any layout) in the opaque layout of `like`: t itself when it already is, else a
 /// converted copy (counted by layout_conversion_count()).
 Tensor to_opaque_layout_of(const Tensor& t, const Tensor& like);

@@ -13,8 +13,24 @@
 // quantization was disabled).
 // Built from a trained Q module by the static factories below; their eval outputs equal the Q
 // module's eval outputs (same operations on the same values).
+//
+// Note [Integer activations]
+// By default (set_integer) a deployed layer computes in integers what its float simulation
+// computes with fake-quantized floats: the input quantized once with the frozen input qparams
+// (uint8 on affine grids, int8 on symmetric ones), int8 weights (quantize's integers, kept
+// until a tensor changes), int32 sums and the float scaling of quantized_conv2d (Note [Integer
+// convolution]). Where the integers cannot express the layer (more than 8 bits, a weight zero
+// point, a zero scale, padding="same") it runs the float simulation, and integer_unsupported()
+// says why. Between layers the activations stay in the kernels' layout (nhwc on oneDNN), so
+// neither quantize nor the convolution reorders them. quant::chain_integer_layers goes further:
+// a layer whose only consumer is another integer layer requantizes its output onto that layer's
+// input grid inside the kernel (requantize_output), the consumer taking the integers as they
+// are — the uint8 tensor between them is exactly what the consumer's quantize would have made,
+// up to the float rounding of the scaling. A layer given integers checks they are of its input
+// type; the float simulation dequantizes them first.
 #include "qflow/nn/layers/conv.h"
 #include "qflow/nn/layers/linear.h"
+#include "qflow/quant/integer_form.h"
 #include "qflow/quant/qconv.h"
 #include "qflow/quant/qconvbn.h"
 #include "qflow/quant/qlinear.h"
@@ -32,37 +48,46 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   static std::shared_ptr<DConv2d> from_qconvbn(const QConvBN& qconvbn);
   static std::shared_ptr<DConv2d> from_qconv2d(const QConv2d& qconv);
   void reset();
-  /// conv2d(fake_quantize(x, input_scale, input_zero_point), weight, bias); with
-  /// set_integer(true), where integer_unsupported() is empty, the same function in integers:
-  /// quantized_conv2d(quantize(x), the weight's int8 grid values) (Note [Integer convolution]).
+  /// conv2d(fake_quantize(x, input_scale, input_zero_point), weight, bias), then the fused
+  /// ReLU; in integers (the default) where integer_unsupported() is empty:
+  /// quantized_conv2d(quantize(x), the weight's int8 grid values) (Note [Integer activations]).
   Tensor forward(const Tensor& x) override;
+  /// (x, residual): forward(x) + residual before the fused ReLU — a ResNet block's add, which
+  /// the integer kernel makes as a post-op (quant::chain_integer_layers installs it).
+  TensorList forward_list(const TensorList& inputs) override;
   std::string extra_repr() const override;
   const nn::Conv2dOptions& options() const { return options_; }
   const QConfig& qconfig() const { return qconfig_; }
-  /// Runs the integer convolution (true) or the float simulation (false, the default for now).
+  /// Runs the integer convolution (true, the default) or the float simulation (false).
   void set_integer(bool on) { integer_ = on; }
   bool integer() const { return integer_; }
+  /// True when forward runs the integer kernel: integer() and nothing unsupported.
+  bool runs_integer() const { return integer_ && integer_unsupported().empty(); }
   /// Why this layer cannot run in integers ("" when it can): more than 8 bits, a weight zero
   /// point other than 0, a zero scale, padding="same".
   std::string integer_unsupported() const;
+  /// Writes, in integers, the quantized input of the layer whose input qparams `grid` holds
+  /// (Note [Integer activations]); std::nullopt writes float32 again.
+  void requantize_output(std::optional<detail::OutputGrid> grid) { output_grid_ = std::move(grid); }
+  const std::optional<detail::OutputGrid>& output_grid() const { return output_grid_; }
   /// A DConv2d sharing this one's tensors that applies a ReLU to its output (in integers as
   /// the convolution's post-op); fx::fuse_activations installs it.
   nn::ModulePtr fused_with_relu() const override;
+  bool applies_relu() const { return applies_relu_; }
 
   Tensor weight, bias;
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
-  /// The int8 weights (weight / weight_scale, exact grid values) and s_x * s_w, rebuilt when
-  /// the weight or a scale changed (a state_dict load).
-  void refresh_integer_weights();
+  Tensor run(const Tensor& x, const Tensor& residual);
+  detail::DeployedTensors tensors() const;
 
   nn::Conv2dOptions options_;
   QConfig qconfig_;
-  bool integer_ = false;
+  bool integer_ = true;
   bool applies_relu_ = false;
-  Tensor int8_weight_, output_scale_;
-  uint64_t int8_source_version_ = ~uint64_t{0};
+  std::optional<detail::OutputGrid> output_grid_;
+  detail::IntegerFormCache integer_form_;
 };
 
 class DLinear : public nn::Cloneable<DLinear> {
@@ -72,18 +97,36 @@ class DLinear : public nn::Cloneable<DLinear> {
   /// the input observer (same checks as DConv2d::from_qconv2d).
   static std::shared_ptr<DLinear> from_qlinear(const QLinear& qlinear);
   void reset();
-  /// linear(fake_quantize(x, input_scale, input_zero_point), weight, bias).
+  /// linear(fake_quantize(x, input_scale, input_zero_point), weight, bias); in integers (the
+  /// default) where integer_unsupported() is empty, as a 1×1 quantized_conv2d.
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   const nn::LinearOptions& options() const { return options_; }
   const QConfig& qconfig() const { return qconfig_; }
+  /// As DConv2d's.
+  void set_integer(bool on) { integer_ = on; }
+  bool integer() const { return integer_; }
+  bool runs_integer() const { return integer_ && integer_unsupported().empty(); }
+  std::string integer_unsupported() const;
 
   Tensor weight, bias;
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
+  detail::DeployedTensors tensors() const;
+
   nn::LinearOptions options_;
   QConfig qconfig_;
+  bool integer_ = true;
+  detail::IntegerFormCache integer_form_;
 };
+
+/// set_integer(on) on every DConv2d and DLinear in `model` (the float simulation with false);
+/// returns how many layers it set.
+size_t set_integer(nn::Module& model, bool on);
+
+/// One line per deployed layer that does not run integers: "layer1.0.conv1: 16 bits do not fit
+/// int8" (or "... : integer=False" when switched off); empty when every layer does.
+std::vector<std::string> float_layers(nn::Module& model);
 
 }  // namespace qflow::quant

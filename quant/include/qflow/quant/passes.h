@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "qflow/fx/fuse.h"
 #include "qflow/fx/graph_module.h"
 #include "qflow/quant/qconfig.h"
 
@@ -93,5 +94,25 @@ std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphMo
 /// Calibrate it (calibrate.h), then deploy it with dequantization_aware_training.
 std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example, const QConfig& qconfig,
                                              PassSummary* summary = nullptr);
+
+/// What fuse_integer_layers did.
+struct IntegerFusions {
+  fx::ActivationFusions activations;  // fx::fuse_activations, run first
+  size_t residual_adds = 0;           // add (+ReLU) nodes made a DConv2d's post-ops
+  size_t requantized = 0;             // DConv2d layers writing their successor's integer input
+  /// "9 DConv2d+ReLU fused, ...; 8 residual adds made convolution post-ops, 8 layers write
+  /// their successor's integers".
+  std::string to_string() const;
+};
+
+/// The fusions of a deploy model whose layers run integers (Note [Integer activations]), in
+/// place, on top of fx::fuse_activations:
+///   DConv2d → add(·, r) [→ ReLU]        the add (and ReLU) become the convolution's post-ops;
+///   DConv2d → DConv2d / DLinear (its only user)
+///                                       the first writes the second's quantized input.
+/// Only layers that run integers and are called from one node are changed. Outputs equal the
+/// unfused model's up to the float rounding of the scaling (a requantized value can differ by
+/// one step at an exact tie).
+IntegerFusions fuse_integer_layers(fx::GraphModule& gm);
 
 }  // namespace qflow::quant

@@ -1,0 +1,97 @@
+// fuse_integer_layers: the deploy model's fusions for its integer kernels. See passes.h and
+// Note [Integer activations] in deploy.h.
+#include <algorithm>
+
+#include "qflow/fx/pattern.h"
+#include "qflow/quant/deploy.h"
+#include "qflow/quant/passes.h"
+
+namespace qflow::quant {
+namespace {
+
+// How many nodes call the submodule at `path`.
+size_t calls_of(const fx::GraphModule& gm, const std::string& path) {
+  return static_cast<size_t>(std::count_if(gm.graph().begin(), gm.graph().end(), [&path](const fx::Node* n) {
+    return n->op() == fx::NodeOp::CallModule && n->target() == path;
+  }));
+}
+
+// The DConv2d a node runs in integers, called from this node only (so what the pass changes in
+// it concerns this call alone); null otherwise.
+std::shared_ptr<DConv2d> sole_integer_conv(const fx::GraphModule& gm, const fx::Node& n) {
+  if (n.op() != fx::NodeOp::CallModule) return nullptr;
+  auto conv = std::dynamic_pointer_cast<DConv2d>(gm.get_submodule(n.target()));
+  if (!conv || !conv->runs_integer() || calls_of(gm, n.target()) != 1) return nullptr;
+  return conv;
+}
+
+// x + y or add_relu(x, y) of two tensors, alpha 1: a residual connection.
+bool is_residual_add(const fx::Node& n) {
+  if (n.op() != fx::NodeOp::CallFunction || (n.target() != "add" && n.target() != "add_relu")) return false;
+  if (n.args().size() != 2 || n.args()[0].node() == nullptr || n.args()[1].node() == nullptr) return false;
+  return std::all_of(n.kwargs().begin(), n.kwargs().end(), [](const auto& kw) {
+    return kw.first == "alpha" && !kw.second.is_node() && kw.second.to_double() == 1.0;
+  });
+}
+
+// conv → add(conv, r) [→ ReLU]: the conv adds r (and applies the ReLU) as post-ops.
+bool fuse_residual(fx::GraphModule& gm, fx::Node* n) {
+  const auto conv = sole_integer_conv(gm, *n);
+  if (!conv || conv->applies_relu() || n->args().size() != 1 || !n->kwargs().empty() || n->users().size() != 1)
+    return false;
+  fx::Node* add = *n->users().begin();
+  if (!is_residual_add(*add)) return false;
+  fx::Node* a = add->args()[0].node();
+  fx::Node* b = add->args()[1].node();
+  if (a == b) return false;
+  fx::Node* residual = a == n ? b : a;
+  if (add->target() == "add_relu") gm.add_submodule(n->target(), conv->fused_with_relu());
+  n->set_args({n->args()[0], fx::Argument(residual)});
+  gm.graph().move_before(n, add);  // the residual may be computed after the conv
+  n->meta().outputs = add->meta().outputs;
+  add->replace_all_uses_with(n);
+  gm.graph().erase_node(add);
+  return true;
+}
+
+// conv → integer layer (its only user, reading it as its input): the conv writes that layer's
+// quantized input.
+bool requantize_for_successor(fx::GraphModule& gm, fx::Node* n) {
+  const auto conv = sole_integer_conv(gm, *n);
+  if (!conv || conv->output_grid() || n->args().size() != 1 || n->users().size() != 1) return false;
+  const fx::Node* user = *n->users().begin();
+  // The user reads n as its input, not as a residual (which stays float32).
+  if (user->op() != fx::NodeOp::CallModule || user->args().empty() || user->args()[0].node() != n) return false;
+  if (user->args().size() == 2 && user->args()[1].node() == n) return false;
+  const nn::ModulePtr next = gm.get_submodule(user->target());
+  std::optional<detail::OutputGrid> grid;
+  if (auto c = std::dynamic_pointer_cast<DConv2d>(next); c && c->runs_integer())
+    grid = detail::OutputGrid{c->input_scale, c->input_zero_point, c->qconfig()};
+  if (auto l = std::dynamic_pointer_cast<DLinear>(next); l && l->runs_integer())
+    grid = detail::OutputGrid{l->input_scale, l->input_zero_point, l->qconfig()};
+  if (!grid) return false;
+  conv->requantize_output(grid);
+  for (TensorMeta& m : n->meta().outputs) m.dtype = detail::input_integer_type(grid->qconfig);
+  return true;
+}
+
+}  // namespace
+
+std::string IntegerFusions::to_string() const {
+  return fmt::format("{}; {} residual adds made convolution post-ops, {} layers write their successor's integers",
+                     activations.to_string(), residual_adds, requantized);
+}
+
+IntegerFusions fuse_integer_layers(fx::GraphModule& gm) {
+  IntegerFusions done;
+  done.activations = fx::fuse_activations(gm);
+  const auto nodes = [&gm] { return std::vector<fx::Node*>(gm.graph().begin(), gm.graph().end()); };
+  for (fx::Node* n : nodes())
+    if (fuse_residual(gm, n)) ++done.residual_adds;
+  for (fx::Node* n : nodes())
+    if (requantize_for_successor(gm, n)) ++done.requantized;
+  gm.recompile();
+  return done;
+}
+
+}  // namespace qflow::quant

@@ -1,0 +1,73 @@
+#include "qflow/quant/integer_form.h"
+
+#include "qflow/autograd/grad_mode.h"
+#include "qflow/core/factory.h"
+#include "qflow/core/ops.h"
+
+namespace qflow::quant::detail {
+
+std::string integer_unsupported(const DeployedTensors& t, const QConfig& qconfig) {
+  if (qconfig.bits > 8) return fmt::format("{} bits do not fit int8", qconfig.bits);
+  if (to_vector<float>(t.input_scale)[0] <= 0.0f) return "the input scale is 0 (an empty or all-zero range)";
+  for (float s : to_vector<float>(t.weight_scale))
+    if (s <= 0.0f) return "a weight scale is 0 (an all-zero output channel)";
+  for (float z : to_vector<float>(t.weight_zero_point))
+    if (z != 0.0f) return "the weights have a zero point (affine weights)";
+  return "";
+}
+
+DType input_integer_type(const QConfig& qconfig) {
+  return qconfig.scheme == Scheme::Affine ? DType::UInt8 : DType::Int8;
+}
+
+namespace {
+
+// (O, 1, 1, ...) for a weight of `dim` dimensions: per-output-channel values broadcast over it.
+Tensor per_output_channel(const Tensor& values, int64_t dim) {
+  if (values.numel() == 1) return values.reshape({});
+  SymIntList sizes(static_cast<size_t>(dim), SymInt(1));
+  sizes[0] = values.numel();
+  return values.reshape(sizes);
+}
+
+}  // namespace
+
+const IntegerForm& IntegerFormCache::get(const DeployedTensors& t, const QConfig& qconfig,
+                                         const std::optional<OutputGrid>& grid, const std::string& layer_unsupported) {
+  std::vector<std::pair<const void*, uint64_t>> key;
+  const auto note = [&key](const Tensor& x) {
+    const Storage* s = x.defined() ? x.impl()->storage().get() : nullptr;
+    key.emplace_back(s, s ? s->version() : 0);
+  };
+  for (const Tensor* x : {&t.weight, &t.bias, &t.input_scale, &t.input_zero_point, &t.weight_scale,
+                          &t.weight_zero_point})
+    note(*x);
+  note(grid ? grid->scale : Tensor());
+  note(grid ? grid->zero_point : Tensor());
+  if (!key_.empty() && key == key_) return form_;
+
+  NoGradGuard no_grad;
+  IntegerForm f;
+  f.unsupported = !layer_unsupported.empty() ? layer_unsupported : integer_unsupported(t, qconfig);
+  if (f.unsupported.empty()) {
+    const Tensor w = t.weight.detach();
+    // The weight holds q * s_w exactly as fake_quantize rounded it: dividing gives q back.
+    f.weight = round(w / per_output_channel(t.weight_scale, w.dim())).to(DType::Int8);
+    f.output_scale = (t.weight_scale * t.input_scale).contiguous();
+    f.bias = t.bias.defined() ? t.bias.detach() : Tensor();
+    f.input_zero_point = static_cast<int64_t>(to_vector<float>(t.input_zero_point)[0]);
+    if (grid) {
+      // Requantized in the kernel: round(y / s_next) + z_next, y's scale and bias divided through.
+      const Tensor next_scale = grid->scale.detach().reshape({});
+      f.output_scale = (f.output_scale / next_scale).contiguous();
+      if (f.bias.defined()) f.bias = (f.bias / next_scale).contiguous();
+      f.output = {input_integer_type(grid->qconfig), static_cast<int64_t>(to_vector<float>(grid->zero_point)[0]),
+                  grid->qconfig.quant_min(), grid->qconfig.quant_max()};
+    }
+  }
+  form_ = std::move(f);
+  key_ = std::move(key);
+  return form_;
+}
+
+}  // namespace qflow::quant::detail
