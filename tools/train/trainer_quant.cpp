@@ -61,6 +61,24 @@ void Trainer::setup_quant() {
   fmt::print("{}", summary.to_string());
 }
 
+namespace {
+
+// The deploy model as it runs in integers (Note [Integer activations]), the model the deploy
+// and PTQ rows measure: its integer layers chained by quant::fuse_integer_layers; says which
+// layers stay in float and why.
+std::shared_ptr<fx::GraphModule> integer_model(std::shared_ptr<fx::GraphModule> deploy) {
+  deploy->eval();
+  const quant::IntegerFusions fusions = quant::fuse_integer_layers(*deploy);
+  const std::vector<std::string> floats = quant::float_layers(*deploy);
+  fmt::print("qflow-train: deploy model in integers ({}); {}\n", fusions.to_string(),
+             floats.empty() ? std::string("every convolution and linear layer runs int8")
+                            : fmt::format("{} layers run the float simulation:\n  {}", floats.size(),
+                                          fmt::join(floats, "\n  ")));
+  return deploy;
+}
+
+}  // namespace
+
 void Trainer::report_quant(std::optional<EvalResult> last) {
   if (!o_.qat && !o_.ptq) return;
   const quant::QConfig qconfig = o_.qconfig();
@@ -74,8 +92,8 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
     const std::string file = (std::filesystem::path(o_.checkpoint_dir) / "deploy.safetensors").string();
     std::filesystem::create_directories(o_.checkpoint_dir);
     nn::save(deploy->state_dict(), file);
-    rows.push_back({"deploy", qconfig, accuracy(*deploy)});
     fmt::print("qflow-train: deploy model (BN folded, weights on their grids) saved to {}\n", file);
+    rows.push_back({"deploy", qconfig, accuracy(*integer_model(deploy))});
   } else {
     rows.push_back({"float", std::nullopt, last ? last->accuracy : accuracy(*model_)});
   }
@@ -85,7 +103,7 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
                                                .num_workers = o_.workers, .transform = data_.test_transform});
     const int64_t batches = quant::calibrate(*ptq, calibration, o_.calib_batches);
     auto deploy = quant::dequantization_aware_training(*float_gm_, *ptq, example_, qconfig);
-    rows.push_back({"PTQ", qconfig, accuracy(*deploy)});
+    rows.push_back({"PTQ", qconfig, accuracy(*integer_model(deploy))});
     fmt::print("qflow-train: PTQ model calibrated on {} training batches\n", batches);
   }
   fmt::print("\n{}", results_table(o_.model, rows));
