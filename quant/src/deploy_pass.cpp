@@ -83,6 +83,8 @@ std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphMo
   }
   for (auto& [path, module] : built) deploy->add_submodule(path, module);
   detail::finish_pass(*deploy, example, s);
+  s.float_layers = float_layers(*deploy);
+  s.integer_layers = static_cast<int64_t>(built.size() - s.float_layers.size());
   if (summary != nullptr) *summary = std::move(s);
   return deploy;
 }

@@ -34,6 +34,11 @@ std::string PassSummary::to_string() const {
                      totals.empty() ? "nothing" : fmt::format("{}", fmt::join(totals, ", ")), batchnorm_folded,
                      batchnorm_left);
   if (conv_left + linear_left > 0) out += fmt::format("; {} Conv2d and {} Linear left in float", conv_left, linear_left);
+  if (pass == "dequantization_aware_training") {
+    out += fmt::format("; {} layers run int8", integer_layers);
+    if (!float_layers.empty())
+      out += fmt::format(", {} the float simulation:\n    {}", float_layers.size(), fmt::join(float_layers, "\n    "));
+  }
   return out + "\n";
 }
 

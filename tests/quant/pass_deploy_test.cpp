@@ -108,7 +108,26 @@ TEST(DeployPassTest, DeployedModulesHoldTheTrainedStatistics) {
   EXPECT_EQ(s.replaced.front().from, "QConvBN");
   EXPECT_EQ(s.replaced.front().to, "DConv2d");
   EXPECT_EQ(s.replaced.front().folded, "conv1.bn");
-  EXPECT_THAT(s.to_string(), HasSubstr("  21 replaced (20 DConv2d, 1 DLinear); 20 BatchNorm2d folded, 0 left\n"));
+  EXPECT_THAT(s.to_string(),
+              HasSubstr("  21 replaced (20 DConv2d, 1 DLinear); 20 BatchNorm2d folded, 0 left; 21 layers run int8\n"));
+  EXPECT_EQ(s.integer_layers, 21);
+  EXPECT_TRUE(s.float_layers.empty());
+}
+
+// The summary names every layer the integer kernels cannot take, and why: affine QConfigs
+// quantize weights with a zero point, which oneDNN 2.6's integer convolutions refuse.
+TEST(DeployPassTest, SummarySaysWhichLayersRunTheFloatSimulation) {
+  const QConfig qc{.scheme = Scheme::Affine};
+  const Trained t = trained_resnet18(qc, 1);
+  PassSummary s;
+  auto deploy = dequantization_aware_training(*t.float_gm, *t.qat, example(), qc, &s);
+  EXPECT_EQ(s.integer_layers + static_cast<int64_t>(s.float_layers.size()), 21);
+  ASSERT_FALSE(s.float_layers.empty());
+  EXPECT_EQ(s.float_layers.front(), "conv1: the weights have a zero point (affine weights)");
+  EXPECT_THAT(s.to_string(), HasSubstr(fmt::format("; {} layers run int8, {} the float simulation:\n    conv1: the "
+                                                   "weights have a zero point (affine weights)\n",
+                                                   s.integer_layers, s.float_layers.size())));
+  EXPECT_EQ(float_layers(*deploy), s.float_layers);
 }
 
 TEST(DeployPassTest, QatStateDictRoundTrip) {

@@ -61,6 +61,10 @@ struct PassSummary {
   int64_t batchnorm_left = 0;    // BatchNorm2d nodes still in the result
   int64_t conv_left = 0;         // float Conv2d / Linear nodes still in the result (0 after a pass)
   int64_t linear_left = 0;
+  /// dequantization_aware_training: deployed layers that run integer kernels, and one line per
+  /// layer that runs the float simulation instead, with why (quant::float_layers).
+  int64_t integer_layers = 0;
+  std::vector<std::string> float_layers;
 
   /// counts[type], 0 when absent.
   int64_t count(const std::string& type) const;
