@@ -1,8 +1,9 @@
 #pragma once
 // The deployable modules: what a trained QAT model becomes once every quantization parameter
 // is fixed. BN is folded for good, the weights are stored already fake-quantized (on their
-// integer grid times weight_scale), and the input is fake-quantized with the frozen
-// statistics of the QAT input observer. Nothing is observed or updated any more, in any mode.
+// integer grid times weight_scale), and the input is quantized with the frozen statistics of
+// the QAT input observer — in integers by default (Note [Integer activations] below), or
+// fake-quantized in the float simulation. Nothing is observed or updated any more, in any mode.
 //
 // Note [Deployed module layout]
 // Parameters: weight (on its grid), bias (float; for a folded QConvBN always present).
