@@ -137,10 +137,17 @@ Tensor DConv2d::run(const Tensor& x, const Tensor& residual) {
   const auto& o = options_;
   if (integer_) {
     const auto& f = integer_form_.get(tensors(), qconfig_, output_grid_, o.padding.same ? "padding=\"same\"" : "");
-    if (f.unsupported.empty())
-      return quantized_conv2d(integer_input(x, tensors(), qconfig_, "DConv2d"), f.weight, f.output_scale, f.bias,
-                              f.input_zero_point, o.stride.list(), {o.padding.h, o.padding.w}, o.dilation.list(),
-                              o.groups, applies_relu_, residual, f.output);
+    if (f.unsupported.empty()) {
+      const Tensor q = integer_input(x, tensors(), qconfig_, "DConv2d");
+      if (residual.defined() && residual_in_place_) {
+        Tensor sum = residual;  // the residual's storage becomes the output
+        return quantized_conv2d_add_(sum, q, f.weight, f.output_scale, f.bias, f.input_zero_point, o.stride.list(),
+                                     {o.padding.h, o.padding.w}, o.dilation.list(), o.groups, applies_relu_);
+      }
+      return quantized_conv2d(q, f.weight, f.output_scale, f.bias, f.input_zero_point, o.stride.list(),
+                              {o.padding.h, o.padding.w}, o.dilation.list(), o.groups, applies_relu_, residual,
+                              f.output);
+    }
   }
   Tensor y = F::conv2d(simulated_input(x, tensors(), qconfig_), weight, bias, o.stride.list(), o.padding,
                        o.dilation.list(), o.groups);
@@ -159,7 +166,7 @@ std::string DConv2d::extra_repr() const {
   std::string grid;
   if (output_grid_) grid = fmt::format(", output={}", detail::input_integer_type(output_grid_->qconfig));
   return detail::conv_repr(options_) + deploy_repr(qconfig_) + integer_repr(integer_, integer_unsupported()) + grid +
-         (applies_relu_ ? ", relu=True" : "");
+         (residual_in_place_ ? ", residual_in_place=True" : "") + (applies_relu_ ? ", relu=True" : "");
 }
 
 // ---- DLinear ---------------------------------------------------------------------------------------

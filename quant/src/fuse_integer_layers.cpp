@@ -1,6 +1,7 @@
 // fuse_integer_layers: the deploy model's fusions for its integer kernels. See passes.h and
 // Note [Integer activations] in deploy.h.
 #include <algorithm>
+#include <unordered_map>
 
 #include "qflow/fx/pattern.h"
 #include "qflow/quant/deploy.h"
@@ -54,6 +55,29 @@ bool fuse_residual(fx::GraphModule& gm, fx::Node* n) {
   return true;
 }
 
+// Whether node `r` computes a new tensor of its own: a DConv2d (its output is fresh, or the dead
+// residual it summed into), or an out-of-place add or ReLU. Views, in-place ops, inputs and
+// attributes may share their bytes with values still alive.
+bool makes_fresh_tensor(const fx::GraphModule& gm, const fx::Node& r) {
+  if (r.op() == fx::NodeOp::CallModule) return std::dynamic_pointer_cast<DConv2d>(gm.get_submodule(r.target())) != nullptr;
+  return r.op() == fx::NodeOp::CallFunction &&
+         (r.target() == "add" || r.target() == "add_relu" || r.target() == "relu");
+}
+
+// A conv with a residual post-op (after fuse_residual) sums into the residual itself when the
+// residual is a fresh tensor that no node reads after the conv, and is not the conv's input.
+bool sum_residual_in_place(fx::GraphModule& gm, fx::Node* n, const std::unordered_map<const fx::Node*, size_t>& order) {
+  const auto conv = sole_integer_conv(gm, *n);
+  if (!conv || conv->adds_residual_in_place() || conv->output_grid() || n->args().size() != 2) return false;
+  const fx::Node* input = n->args()[0].node();
+  const fx::Node* residual = n->args()[1].node();
+  if (residual == nullptr || residual == input || !makes_fresh_tensor(gm, *residual)) return false;
+  for (const fx::Node* user : residual->users())
+    if (user != n && order.at(user) > order.at(n)) return false;
+  conv->add_residual_in_place(true);
+  return true;
+}
+
 // conv → integer layer (its only user, reading it as its input): the conv writes that layer's
 // quantized input.
 bool requantize_for_successor(fx::GraphModule& gm, fx::Node* n) {
@@ -78,8 +102,9 @@ bool requantize_for_successor(fx::GraphModule& gm, fx::Node* n) {
 }  // namespace
 
 std::string IntegerFusions::to_string() const {
-  return fmt::format("{}; {} residual adds made convolution post-ops, {} layers write their successor's integers",
-                     activations.to_string(), residual_adds, requantized);
+  return fmt::format(
+      "{}; {} residual adds made convolution post-ops ({} in place), {} layers write their successor's integers",
+      activations.to_string(), residual_adds, in_place_residuals, requantized);
 }
 
 IntegerFusions fuse_integer_layers(fx::GraphModule& gm) {
@@ -90,6 +115,10 @@ IntegerFusions fuse_integer_layers(fx::GraphModule& gm) {
     if (fuse_residual(gm, n)) ++done.residual_adds;
   for (fx::Node* n : nodes())
     if (requantize_for_successor(gm, n)) ++done.requantized;
+  std::unordered_map<const fx::Node*, size_t> order;
+  for (const fx::Node* n : gm.graph()) order.emplace(n, order.size());
+  for (fx::Node* n : nodes())
+    if (sum_residual_in_place(gm, n, order)) ++done.in_place_residuals;
   gm.recompile();
   return done;
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "error_of.h"
+#include "qflow/core/opaque_tensor.h"
 #include "qflow/qflow.h"
 #include "relative_error.h"
 
@@ -136,19 +137,72 @@ TEST(QuantizedConvTest, ChainsRunInTheKernelsLayoutWithoutConversions) {
   EXPECT_EQ(to_vector<float>(z), to_vector<float>(z_plain));
 }
 
-TEST(QuantizedConvTest, GroupedAndZeroScaleLayersTakeTheExactPath) {
+// Grouped and depthwise layers (MobileNetV2's) run oneDNN's grouped int8 kernels; the im2col
+// engine's float64 sums are exact too.
+TEST(QuantizedConvTest, GroupedAndDepthwiseLayersEqualTheExactSums) {
+  struct Case {
+    int64_t channels, out, groups, stride;
+  };
+  for (const Case c : {Case{32, 32, 32, 1}, Case{32, 32, 32, 2}, Case{16, 24, 4, 1}}) {
+    for (ConvEngine engine : {ConvEngine::OneDNN, ConvEngine::Im2col}) {
+      ConvSettingsGuard settings(engine, ConvAlgorithm::Auto);
+      manual_seed(2);
+      const Tensor x = random_ints({2, c.channels, 9, 9}, 0, 255, DType::UInt8);
+      const Tensor w = random_ints({c.out, c.channels / c.groups, 3, 3}, -127, 127, DType::Int8);
+      const Tensor scale = rand({c.out}) * 1e-2 + 1e-4, bias = randn({c.out});
+      const Tensor y = quantized_conv2d(x, w, scale, bias, 5, {c.stride}, {1}, {1}, c.groups, true);
+      const Tensor want = (conv2d(x.to(DType::Float64) - 5, w.to(DType::Float64), std::nullopt, {c.stride}, {1}, {1},
+                                  c.groups) *
+                               scale.to(DType::Float64).view({1, c.out, 1, 1}) +
+                           bias.to(DType::Float64).view({1, c.out, 1, 1}))
+                              .relu();
+      EXPECT_LT(relative_error(y, want), 1e-6) << c.groups << " groups, engine " << static_cast<int>(engine);
+    }
+  }
+}
+
+TEST(QuantizedConvTest, ZeroScaleLayersTakeTheExactPath) {
   manual_seed(2);
   const Tensor x = random_ints({1, 8, 5, 5}, 0, 255, DType::UInt8);
-  const Tensor w = random_ints({8, 1, 3, 3}, -127, 127, DType::Int8);  // depthwise
-  const Tensor scale = rand({8}) * 1e-2;
-  const Tensor y = quantized_conv2d(x, w, scale, Tensor(), 5, {1}, {1}, {1}, 8);
-  const Tensor want = conv2d(x.to(DType::Float64) - 5, w.to(DType::Float64), std::nullopt, {1}, {1}, {1}, 8) *
-                      scale.to(DType::Float64).view({1, 8, 1, 1});
-  EXPECT_LT(relative_error(y, want), 1e-6);
   // A zero scale (an all-zero layer) gives zeros plus the bias, not NaN.
   const Tensor w2 = random_ints({4, 8, 1, 1}, -127, 127, DType::Int8);
   const Tensor y2 = quantized_conv2d(x, w2, zeros({4}), ones({4}), 5);
   EXPECT_EQ(to_vector<float>(y2), std::vector<float>(y2.numel(), 1.0f));
+}
+
+// quantized_conv2d_add_ gives quantized_conv2d's result with the residual as `add`, written
+// into the residual: in place (oneDNN's sum post-op) when the residual is in the kernel's nhwc
+// layout, through a copy otherwise (a plain residual, the im2col engine).
+TEST(QuantizedConvTest, AddingIntoTheResidualEqualsTheResidualPostOp) {
+  for (ConvEngine engine : {ConvEngine::OneDNN, ConvEngine::Im2col}) {
+    ConvSettingsGuard settings(engine, ConvAlgorithm::Auto);
+    manual_seed(6);
+    const Tensor x = random_ints({2, 32, 8, 8}, 0, 255, DType::UInt8);
+    const Tensor w = random_ints({32, 32, 3, 3}, -127, 127, DType::Int8);
+    const Tensor s = rand({32}) * 1e-4 + 1e-5, b = randn({32});
+    // A residual as an integer layer writes it (nhwc on oneDNN), and a plain one; each made
+    // twice (the same values), as converting or cloning one would change its layout.
+    for (const bool plain : {false, true}) {
+      const auto residual = [&] {
+        const Tensor r = quantized_conv2d(x, w, s, b, 3, {1}, {1});
+        return plain ? r.contiguous() : r;
+      };
+      const Tensor want = quantized_conv2d(x, w, s, b, 3, {1}, {1}, {1}, 1, true, residual());
+      Tensor acc = residual();
+      const bool in_kernel_layout = acc.impl()->opaque_layout() != nullptr;
+      const void* bytes = opaque_storage_ptr(acc);
+      const uint64_t version = acc.impl()->storage()->version();
+      Tensor& got = quantized_conv2d_add_(acc, x, w, s, b, 3, {1}, {1}, {1}, 1, true);
+      EXPECT_EQ(&got, &acc);
+      EXPECT_GT(acc.impl()->storage()->version(), version);  // a write autograd can see
+      if (in_kernel_layout) {
+        EXPECT_EQ(opaque_storage_ptr(acc), bytes);  // summed where the residual lay
+      }
+      // The same float32 operations as the binary post-op: equal bit for bit.
+      EXPECT_EQ(to_vector<float>(acc), to_vector<float>(want)) << "plain " << plain << " engine "
+                                                               << static_cast<int>(engine);
+    }
+  }
 }
 
 TEST(QuantizedConvTest, BadArgumentsNameTheOp) {

@@ -131,10 +131,13 @@ TEST(IntegerDeployTest, FuseIntegerLayersChainsBlocksAndKeepsTheResults) {
   EXPECT_EQ(done.activations.modules("DConv2d"), 9u);
   EXPECT_EQ(done.residual_adds, 8u);  // every block's add (+ReLU)
   EXPECT_EQ(done.requantized, 8u);    // every block's conv1 → conv2
-  EXPECT_THAT(done.to_string(), HasSubstr("8 residual adds made convolution post-ops, 8 layers write their "
-                                          "successor's integers"));
+  // Every residual (the stem's or a block's output, a shortcut conv's) is dead after its add.
+  EXPECT_EQ(done.in_place_residuals, 8u);
+  EXPECT_THAT(done.to_string(), HasSubstr("8 residual adds made convolution post-ops (8 in place), 8 layers write "
+                                          "their successor's integers"));
   EXPECT_THAT(deploy->get_submodule("layer1.0.conv1")->repr(), HasSubstr("integer=True, output=int8, relu=True"));
-  EXPECT_THAT(deploy->get_submodule("layer1.0.conv2")->repr(), HasSubstr("integer=True, relu=True"));
+  EXPECT_THAT(deploy->get_submodule("layer1.0.conv2")->repr(),
+              HasSubstr("integer=True, residual_in_place=True, relu=True"));
   for (const fx::Node* n : deploy->graph()) EXPECT_NE(n->target(), "add_relu") << n->name();
   const Tensor fused = (*deploy)(x);
   expect_close_to_scale(fused, unfused, 5e-2);
@@ -171,4 +174,45 @@ TEST(IntegerDeployTest, RequantizedOutputsEqualTheNextLayersQuantizedInput) {
     // The next layer takes them as its input: the same result as from the float activation.
     expect_close_to_scale((*second)(got), (*second)(relu((*first)(x))), off == 0 ? 1e-6 : 1e-2);
   }
+}
+
+namespace {
+
+// Residual adds whose residual must survive the add: `a` is read again after the first add,
+// and the graph's input is the second block's residual.
+struct LiveResiduals : nn::Cloneable<LiveResiduals> {
+  std::shared_ptr<nn::Conv2d> stem = register_module("stem", nn::Conv2d({.in = 8, .out = 8, .kernel = 3, .padding = 1}));
+  std::shared_ptr<nn::Conv2d> body = register_module("body", nn::Conv2d({.in = 8, .out = 8, .kernel = 3, .padding = 1}));
+  std::shared_ptr<nn::Conv2d> side = register_module("side", nn::Conv2d({.in = 8, .out = 8, .kernel = 3, .padding = 1}));
+  Tensor forward(const Tensor& x) override {
+    const Tensor a = (*stem)(x);
+    const Tensor y = (*body)(a) + a;  // a is read again below
+    return (*side)(y) + x + a;        // the residual x is the graph's input
+  }
+};
+
+}  // namespace
+
+// fuse_integer_layers sums into a residual only when nothing reads it later and it is a fresh
+// tensor of the graph's own: live residuals and the caller's input are left untouched.
+TEST(IntegerDeployTest, ResidualsStillReadLaterAreNotSummedInPlace) {
+  manual_seed(21);
+  const Tensor example = randn({2, 8, 6, 6});
+  auto float_gm = fx::symbolic_trace(std::make_shared<LiveResiduals>(), example);
+  const QConfig qc{};
+  auto qat = quantization_aware_training(*float_gm, example, qc);
+  (*qat)(example);  // the observers see a batch
+  auto deploy = dequantization_aware_training(*float_gm, *qat, example, qc);
+  deploy->eval();
+  NoGradGuard no_grad;
+  const Tensor x = randn({2, 8, 6, 6});
+  const std::vector<float> x_before = to_vector<float>(x);
+  const Tensor unfused = (*deploy)(x);
+  const IntegerFusions done = fuse_integer_layers(*deploy);
+  EXPECT_EQ(done.residual_adds, 2u);
+  EXPECT_EQ(done.in_place_residuals, 0u);
+  for (const auto& conv : dconvs(*deploy)) EXPECT_FALSE(conv->adds_residual_in_place());
+  const Tensor fused = (*deploy)(x);
+  EXPECT_EQ(to_vector<float>(x), x_before);  // the caller's tensor is left as it was
+  expect_close_to_scale(fused, unfused, 1e-5);
 }

@@ -63,7 +63,12 @@ Int8Cache& int8_cache() {
 }
 
 memory::dims x_dims(const ConvGeometry& g) { return {g.n, g.c, g.h, g.w}; }
-memory::dims w_dims(const ConvGeometry& g) { return {g.o, g.c, g.kh, g.kw}; }
+// Grouped weights (O, C / G, kH, kW) are oneDNN's (G, O / G, C / G, kH, kW): the same bytes.
+memory::dims w_dims(const ConvGeometry& g) {
+  if (g.groups > 1) return {g.groups, g.og(), g.cg(), g.kh, g.kw};
+  return {g.o, g.c, g.kh, g.kw};
+}
+tag w_plain_tag(const ConvGeometry& g) { return g.groups > 1 ? tag::goihw : tag::oihw; }
 memory::dims y_dims(const ConvGeometry& g) { return {g.n, g.o, g.oh, g.ow}; }
 
 // The integer range of an output type.
@@ -74,6 +79,7 @@ std::pair<int64_t, int64_t> range_of(DType dtype) {
 struct Int8Flags {
   dt src;
   bool zero_point, bias, relu, add;
+  bool accumulate;  // sum post-op: y += the result, y the float32 destination (Note [Integer convolution])
   QuantizedOutput output;
 };
 
@@ -92,6 +98,7 @@ std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, const Int8Flags&
   dnnl::post_ops ops;
   const memory::desc add = memory::desc(y_dims(g), dt::f32, tag::nhwc);
   if (f.add) ops.append_binary(dnnl::algorithm::binary_add, add);
+  if (f.accumulate) ops.append_sum(1.0f);
   if (f.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   if (f.output.dtype != DType::Float32) {
     if (f.output.zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
@@ -106,7 +113,7 @@ std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, const Int8Flags&
   plan->x = pd.src_desc(), plan->w = pd.weights_desc(), plan->y = pd.dst_desc(), plan->scratch = pd.scratchpad_desc();
   plan->add = add;
   plan->x_plain = memory::desc(x_dims(g), f.src, tag::nchw);
-  plan->w_plain = memory::desc(w_dims(g), dt::s8, tag::oihw);
+  plan->w_plain = memory::desc(w_dims(g), dt::s8, w_plain_tag(g));
   plan->y_plain = memory::desc(y_dims(g), out, tag::nchw);
   if (plan->y != plan->y_plain) plan->y_layout = std::make_shared<BlockedLayout>(plan->y);
   return plan;
@@ -148,35 +155,35 @@ Tensor plan_weights(Int8Plan& plan, const Tensor& w) {
 }  // namespace
 
 bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale) {
-  if (conv_engine() != ConvEngine::OneDNN || g.groups != 1 || g.n == 0) return false;
+  if (conv_engine() != ConvEngine::OneDNN || g.n == 0) return false;
   for (float s : output_scale)
     if (!(s > 0.0f) || !std::isfinite(s)) return false;
   return true;
 }
 
-Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
-                   const std::vector<float>& output_scale, const Tensor& bias, bool relu, const Tensor& add,
-                   const QuantizedOutput& output) {
-  const Int8Flags f{x.dtype() == DType::UInt8 ? dt::u8 : dt::s8, zero_point != 0, bias.defined(), relu,
-                    add.defined(), output};
-  Int8Key key{{g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, static_cast<int64_t>(f.src),
-               f.zero_point, f.bias, f.relu, f.add, static_cast<int64_t>(output.dtype), output.zero_point != 0,
-               output.min - output.zero_point, output.max - output.zero_point},
+namespace {
+
+// The plan of `f` for this layer (made on first use), and its weights in the plan's layout.
+std::pair<Int8Plan*, Tensor> plan_for(const ConvGeometry& g, const Int8Flags& f, const Tensor& w,
+                                      const std::vector<float>& output_scale) {
+  const QuantizedOutput& output = f.output;
+  Int8Key key{{g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.groups, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw,
+               static_cast<int64_t>(f.src), f.zero_point, f.bias, f.relu, f.add, f.accumulate,
+               static_cast<int64_t>(output.dtype), output.zero_point != 0, output.min - output.zero_point,
+               output.max - output.zero_point},
               output_scale};
   auto& c = int8_cache();
-  std::unique_lock lock(c.mutex);
+  std::lock_guard lock(c.mutex);
   auto it = c.plans.find(key);
   if (it == c.plans.end()) it = c.plans.emplace(key, make_int8_plan(g, f, output_scale)).first;
   Int8Plan& plan = *it->second;
-  const Tensor ws = plan_weights(plan, w);
-  lock.unlock();
+  return {&plan, plan_weights(plan, w)};
+}
 
-  const Tensor xs = in_layout(x, plan.x, plan.x_plain);
-  const bool keep_layout = plan.y_layout && conv_keeps_blocked_layout();
-  const memory::dims dims = y_dims(g);
-  Tensor y = keep_layout ? new_blocked_tensor(dims, plan.y_layout)
-             : plan.y_layout ? buffer_for(plan.y)
-                             : new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
+// Runs `plan` writing `y` (the primitive's destination layout; read first when accumulating).
+void execute(const Int8Plan& plan, const ConvGeometry& g, const Int8Flags& f, const Tensor& xs, int64_t zero_point,
+             const Tensor& ws, const std::vector<float>& output_scale, const Tensor& bias, const Tensor& add,
+             const Tensor& y) {
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, view(plan.x, raw(xs))},
                                        {DNNL_ARG_WEIGHTS, view(plan.w, raw(ws))},
                                        {DNNL_ARG_DST, view(plan.y, raw(y))}};
@@ -191,20 +198,56 @@ Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, c
   }
   Tensor addend;
   if (f.add) {
-    addend = in_layout(add, plan.add, memory::desc(dims, dt::f32, tag::nchw));
+    addend = in_layout(add, plan.add, memory::desc(y_dims(g), dt::f32, tag::nchw));
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, view(plan.add, raw(addend)));
   }
-  int32_t zp = static_cast<int32_t>(zero_point), out_zp = static_cast<int32_t>(output.zero_point);
+  int32_t zp = static_cast<int32_t>(zero_point), out_zp = static_cast<int32_t>(f.output.zero_point);
   if (f.zero_point) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::x), &zp));
-  if (output.dtype != DType::Float32 && out_zp != 0)
+  if (f.output.dtype != DType::Float32 && out_zp != 0)
     args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, view(memory::desc({1}, dt::s32, tag::x), &out_zp));
   args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad(plan.scratch));
   plan.prim.execute(stream(), args);
-  if (!plan.y_layout || keep_layout) return y;
+}
+
+Int8Flags flags_of(const Tensor& x, int64_t zero_point, const Tensor& bias, bool relu) {
+  return {x.dtype() == DType::UInt8 ? dt::u8 : dt::s8, zero_point != 0, bias.defined(), relu, false, false, {}};
+}
+
+}  // namespace
+
+Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
+                   const std::vector<float>& output_scale, const Tensor& bias, bool relu, const Tensor& add,
+                   const QuantizedOutput& output) {
+  Int8Flags f = flags_of(x, zero_point, bias, relu);
+  f.add = add.defined();
+  f.output = output;
+  auto [plan, ws] = plan_for(g, f, w, output_scale);
+  const Tensor xs = in_layout(x, plan->x, plan->x_plain);
+  const bool keep_layout = plan->y_layout && conv_keeps_blocked_layout();
+  Tensor y = keep_layout ? new_blocked_tensor(y_dims(g), plan->y_layout)
+             : plan->y_layout ? buffer_for(plan->y)
+                              : new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
+  execute(*plan, g, f, xs, zero_point, ws, output_scale, bias, add, y);
+  if (!plan->y_layout || keep_layout) return y;
   Tensor plain = new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
-  auto src = view(plan.y, raw(y)), dst = view(plan.y_plain, raw(plain));
+  auto src = view(plan->y, raw(y)), dst = view(plan->y_plain, raw(plain));
   dnnl::reorder(src, dst).execute(stream(), src, dst);
   return plain;
+}
+
+bool conv2d_int8_accumulate(const ConvGeometry& g, const Tensor& x, int64_t zero_point, const Tensor& w,
+                            const std::vector<float>& output_scale, const Tensor& bias, bool relu, Tensor& acc) {
+  Int8Flags f = flags_of(x, zero_point, bias, relu);
+  f.accumulate = true;
+  auto [plan, ws] = plan_for(g, f, w, output_scale);
+  // The sum post-op reads and writes the destination in the primitive's layout: only an
+  // accumulator already in it (offset 0, its own bytes) is written in place.
+  const BlockedLayout* l = blocked_layout(acc);
+  const bool in_place = l ? l->desc() == plan->y && acc.impl()->offset() == 0
+                          : plan->y == plan->y_plain && acc.is_contiguous() && acc.impl()->offset() == 0;
+  if (!in_place) return false;
+  execute(*plan, g, f, in_layout(x, plan->x, plan->x_plain), zero_point, ws, output_scale, bias, Tensor(), acc);
+  return true;
 }
 
 }  // namespace qflow::kernels::onednn

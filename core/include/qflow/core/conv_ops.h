@@ -47,6 +47,15 @@ Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor&
                         const Tensor& bias = Tensor(), int64_t input_zero_point = 0, const IntList& stride = {1},
                         const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1,
                         bool relu = false, const Tensor& add = Tensor(), const QuantizedOutput& output = {});
+/// self = relu(self + quantized_conv2d(input, ..., float32 output)) in place: a residual
+/// connection whose float32 stream is not needed afterwards (quant::fuse_integer_layers decides
+/// that from the graph). On oneDNN, with self in the kernel's nhwc layout (what a float32
+/// quantized_conv2d returns), the kernel accumulates into self's bytes (Note [Integer
+/// convolution]); otherwise the result is computed apart and copied into self. Returns self.
+Tensor& quantized_conv2d_add_(Tensor& self, const Tensor& input, const Tensor& weight, const Tensor& output_scale,
+                              const Tensor& bias = Tensor(), int64_t input_zero_point = 0,
+                              const IntList& stride = {1}, const IntList& padding = {0},
+                              const IntList& dilation = {1}, int64_t groups = 1, bool relu = false);
 /// relu(conv2d(...)) in one op: on oneDNN the ReLU is a post-op applied before the output is
 /// stored (an inference fusion, fx::fuse_activations); differentiable like the pair.
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,

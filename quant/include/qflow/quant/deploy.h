@@ -71,6 +71,11 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   /// (Note [Integer activations]); std::nullopt writes float32 again.
   void requantize_output(std::optional<detail::OutputGrid> grid) { output_grid_ = std::move(grid); }
   const std::optional<detail::OutputGrid>& output_grid() const { return output_grid_; }
+  /// Adds the residual of forward_list into the residual tensor itself, which then holds the
+  /// result (quantized_conv2d_add_: the faster kernels). Only for a residual nothing reads
+  /// afterwards: quant::fuse_integer_layers sets it from the graph.
+  void add_residual_in_place(bool on) { residual_in_place_ = on; }
+  bool adds_residual_in_place() const { return residual_in_place_; }
   /// A DConv2d sharing this one's tensors that applies a ReLU to its output (in integers as
   /// the convolution's post-op); fx::fuse_activations installs it.
   nn::ModulePtr fused_with_relu() const override;
@@ -87,6 +92,7 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   QConfig qconfig_;
   bool integer_ = true;
   bool applies_relu_ = false;
+  bool residual_in_place_ = false;
   std::optional<detail::OutputGrid> output_grid_;
   detail::IntegerFormCache integer_form_;
 };

@@ -104,14 +104,17 @@ struct IntegerFusions {
   fx::ActivationFusions activations;  // fx::fuse_activations, run first
   size_t residual_adds = 0;           // add (+ReLU) nodes made a DConv2d's post-ops
   size_t requantized = 0;             // DConv2d layers writing their successor's integer input
-  /// "9 DConv2d+ReLU fused, ...; 8 residual adds made convolution post-ops, 8 layers write
-  /// their successor's integers".
+  size_t in_place_residuals = 0;      // of the residual adds, those summed into the dead residual
+  /// "9 DConv2d+ReLU fused, ...; 8 residual adds made convolution post-ops (8 in place), 8 layers
+  /// write their successor's integers".
   std::string to_string() const;
 };
 
 /// The fusions of a deploy model whose layers run integers (Note [Integer activations]), in
 /// place, on top of fx::fuse_activations:
-///   DConv2d → add(·, r) [→ ReLU]        the add (and ReLU) become the convolution's post-ops;
+///   DConv2d → add(·, r) [→ ReLU]        the add (and ReLU) become the convolution's post-ops,
+///                                       summed into r itself where r is a fresh value nothing
+///                                       reads later (DConv2d::add_residual_in_place);
 ///   DConv2d → DConv2d / DLinear (its only user)
 ///                                       the first writes the second's quantized input.
 /// Only layers that run integers and are called from one node are changed. Outputs equal the
