@@ -133,6 +133,14 @@ Tensor from_blob(void* data, const IntList& sizes, DType dtype, Storage::Deleter
 
 template <typename T>
 std::vector<T> to_vector(const Tensor& t) {
+  // Read in place when no conversion is needed (or float32 into double, which is exact): kernels
+  // read their small parameter tensors (scales, zero points) this way on every call, and going
+  // through the to_dtype and contiguous ops cost more than their work on a small input.
+  if (t.defined() && t.is_contiguous() && !t.impl()->opaque_layout()) {
+    if (t.dtype() == dtype_v<T>) return std::vector<T>(t.data_ptr<T>(), t.data_ptr<T>() + t.numel());
+    if constexpr (std::is_same_v<T, double>)
+      if (t.dtype() == DType::Float32) return std::vector<T>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+  }
   Tensor c = contiguous(to_dtype(t.detach(), dtype_v<T>));
   const T* p = c.data_ptr<T>();
   return std::vector<T>(p, p + c.numel());

@@ -47,7 +47,12 @@ DType BlockedLayout::dtype() const {
 
 std::shared_ptr<const OpaqueLayout> BlockedLayout::with_element_type(DType dtype) const {
   if (!tag_) return nullptr;
-  return std::make_shared<BlockedLayout>(memory::desc(md_.dims(), data_type_of(dtype), *tag_));
+  std::lock_guard lock(retyped_mutex_);
+  for (const auto& [type, layout] : retyped_)
+    if (type == dtype) return layout;
+  auto layout = std::make_shared<BlockedLayout>(memory::desc(md_.dims(), data_type_of(dtype), *tag_));
+  retyped_.emplace_back(dtype, layout);
+  return layout;
 }
 
 bool BlockedLayout::same_as(const OpaqueLayout& other) const {

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "onednn_context.h"
 #include "qflow/core/opaque_layout.h"
@@ -35,6 +37,9 @@ class BlockedLayout final : public OpaqueLayout {
   int64_t block_ = 0;
   std::string name_;
   mutable std::once_flag reorders_once_;
+  // with_element_type's layouts, made once per element type (integer layers ask on every call).
+  mutable std::mutex retyped_mutex_;
+  mutable std::vector<std::pair<DType, std::shared_ptr<const OpaqueLayout>>> retyped_;
   mutable std::optional<dnnl::reorder> to_plain_, from_plain_;
 };
 

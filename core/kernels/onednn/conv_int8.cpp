@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "../kernel_utils.h"
@@ -45,11 +46,16 @@ struct Int8Plan {
   dnnl::convolution_forward prim;
   memory::desc x, w, y, scratch, add;
   memory::desc x_plain, w_plain, y_plain;
-  std::shared_ptr<const BlockedLayout> y_layout;  // null when the primitive writes plain NCHW
+  std::shared_ptr<const BlockedLayout> y_layout;  // null when the primitive writes plain NCHW bytes
+  std::optional<dnnl::reorder> x_from_plain;      // plain NCHW input → x, when they differ
   // The weights in the primitive's layout, by the plain weight's storage and version.
   std::weak_ptr<Storage> w_storage;
   uint64_t w_version = 0;
   Tensor w_reordered;
+  // bias / output_scale, which oneDNN adds before scaling, by the bias's storage and version.
+  std::weak_ptr<Storage> b_storage;
+  uint64_t b_version = 0;
+  Tensor b_scaled;
 };
 
 struct Int8Cache {
@@ -83,6 +89,15 @@ struct Int8Flags {
   QuantizedOutput output;
 };
 
+// Whether two layouts of the same tensor place every element at the same byte: equal, or nhwc
+// against nchw with one pixel per channel (a linear layer run as a 1×1 convolution).
+bool same_bytes(const memory::desc& md, const memory::desc& plain) {
+  if (md == plain) return true;
+  const memory::dims d = md.dims();
+  return d.size() == 4 && d[2] * d[3] == 1 && md == memory::desc(d, md.data_type(), tag::nhwc) &&
+         plain == memory::desc(d, plain.data_type(), tag::nchw);
+}
+
 std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, const Int8Flags& f, const std::vector<float>& scales) {
   const memory::dims strides{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
   const dt out = data_type_of(f.output.dtype);
@@ -115,23 +130,30 @@ std::unique_ptr<Int8Plan> make_int8_plan(const ConvGeometry& g, const Int8Flags&
   plan->x_plain = memory::desc(x_dims(g), f.src, tag::nchw);
   plan->w_plain = memory::desc(w_dims(g), dt::s8, w_plain_tag(g));
   plan->y_plain = memory::desc(y_dims(g), out, tag::nchw);
-  if (plan->y != plan->y_plain) plan->y_layout = std::make_shared<BlockedLayout>(plan->y);
+  if (!same_bytes(plan->y, plan->y_plain)) plan->y_layout = std::make_shared<BlockedLayout>(plan->y);
+  // A plain input (the model's first layer, a linear layer's rows) is reordered on every call:
+  // the reorder primitive is made once.
+  if (!same_bytes(plan->x, plan->x_plain))
+    plan->x_from_plain.emplace(dnnl::reorder::primitive_desc(engine(), plan->x_plain, engine(), plan->x));
   return plan;
 }
 
 void* raw(const Tensor& t) { return t.impl()->data(); }
 
 // Tensor `t` as bytes in layout `md` (`plain`: md's plain NCHW form): t itself when it already
-// is, else converted (counted when an opaque layout is involved).
-Tensor in_layout(const Tensor& t, const memory::desc& md, const memory::desc& plain) {
+// is, else converted (counted when an opaque layout is involved) — with `from_plain` when given
+// and t is plain.
+Tensor in_layout(const Tensor& t, const memory::desc& md, const memory::desc& plain,
+                 const std::optional<dnnl::reorder>& from_plain = std::nullopt) {
   const BlockedLayout* l = blocked_layout(t);
   if (l && l->desc() == md) return t;
-  if (!l && md == plain) return t.is_contiguous() ? t : t.contiguous();
+  if (!l && same_bytes(md, plain)) return t.is_contiguous() ? t : t.contiguous();
   const memory::desc& from = l ? l->desc() : plain;
   const Tensor src_tensor = l || t.is_contiguous() ? t : t.contiguous();
   Tensor out = buffer_for(md);
   auto src = view(from, raw(src_tensor)), dst = view(md, raw(out));
-  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  if (!l && from_plain) from_plain->execute(stream(), src, dst);
+  else dnnl::reorder(src, dst).execute(stream(), src, dst);
   count_layout_conversion();
   return out;
 }
@@ -152,6 +174,25 @@ Tensor plan_weights(Int8Plan& plan, const Tensor& w) {
   return plan.w_reordered;
 }
 
+// The bias the plan's primitive takes: oneDNN adds it before scaling, y = scale * (sum + bias'),
+// so bias' = bias / scale (the scales are the plan's own). Call with the cache's lock held.
+Tensor plan_bias(Int8Plan& plan, const Tensor& bias, const std::vector<float>& output_scale) {
+  if (!bias.defined()) return Tensor();
+  const std::shared_ptr<Storage>& storage = bias.impl()->storage();
+  const uint64_t version = storage ? storage->version() : 0;
+  if (plan.b_storage.lock() != storage || plan.b_version != version || !plan.b_scaled.defined()) {
+    const int64_t o = bias.numel();
+    Tensor scaled = new_tensor({o}, DType::Float32);
+    const float* pb = bias.data_ptr<float>();
+    float* ps = scaled.data_ptr<float>();
+    for (int64_t i = 0; i < o; ++i) ps[i] = pb[i] / output_scale[output_scale.size() == 1 ? 0 : i];
+    plan.b_storage = storage;
+    plan.b_version = version;
+    plan.b_scaled = scaled;
+  }
+  return plan.b_scaled;
+}
+
 }  // namespace
 
 bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale) {
@@ -163,9 +204,14 @@ bool handles_int8(const ConvGeometry& g, const std::vector<float>& output_scale)
 
 namespace {
 
-// The plan of `f` for this layer (made on first use), and its weights in the plan's layout.
-std::pair<Int8Plan*, Tensor> plan_for(const ConvGeometry& g, const Int8Flags& f, const Tensor& w,
-                                      const std::vector<float>& output_scale) {
+struct PlanUse {
+  Int8Plan* plan;
+  Tensor weights, bias;  // in the plan's layout and units
+};
+
+// The plan of `f` for this layer (made on first use), its weights and bias as it takes them.
+PlanUse plan_for(const ConvGeometry& g, const Int8Flags& f, const Tensor& w, const Tensor& bias,
+                 const std::vector<float>& output_scale) {
   const QuantizedOutput& output = f.output;
   Int8Key key{{g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.groups, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw,
                static_cast<int64_t>(f.src), f.zero_point, f.bias, f.relu, f.add, f.accumulate,
@@ -177,25 +223,16 @@ std::pair<Int8Plan*, Tensor> plan_for(const ConvGeometry& g, const Int8Flags& f,
   auto it = c.plans.find(key);
   if (it == c.plans.end()) it = c.plans.emplace(key, make_int8_plan(g, f, output_scale)).first;
   Int8Plan& plan = *it->second;
-  return {&plan, plan_weights(plan, w)};
+  return {&plan, plan_weights(plan, w), plan_bias(plan, bias, output_scale)};
 }
 
 // Runs `plan` writing `y` (the primitive's destination layout; read first when accumulating).
 void execute(const Int8Plan& plan, const ConvGeometry& g, const Int8Flags& f, const Tensor& xs, int64_t zero_point,
-             const Tensor& ws, const std::vector<float>& output_scale, const Tensor& bias, const Tensor& add,
-             const Tensor& y) {
+             const PlanUse& use, const Tensor& add, const Tensor& y) {
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, view(plan.x, raw(xs))},
-                                       {DNNL_ARG_WEIGHTS, view(plan.w, raw(ws))},
+                                       {DNNL_ARG_WEIGHTS, view(plan.w, raw(use.weights))},
                                        {DNNL_ARG_DST, view(plan.y, raw(y))}};
-  // oneDNN adds the bias before scaling: y = scale * (sum + bias'), so bias' = bias / scale.
-  Tensor scaled_bias;
-  if (bias.defined()) {
-    scaled_bias = new_tensor({g.o}, DType::Float32);
-    const float* pb = bias.data_ptr<float>();
-    float* ps = scaled_bias.data_ptr<float>();
-    for (int64_t o = 0; o < g.o; ++o) ps[o] = pb[o] / output_scale[output_scale.size() == 1 ? 0 : o];
-    args.emplace(DNNL_ARG_BIAS, view(memory::desc({g.o}, dt::f32, tag::x), raw(scaled_bias)));
-  }
+  if (use.bias.defined()) args.emplace(DNNL_ARG_BIAS, view(memory::desc({g.o}, dt::f32, tag::x), raw(use.bias)));
   Tensor addend;
   if (f.add) {
     addend = in_layout(add, plan.add, memory::desc(y_dims(g), dt::f32, tag::nchw));
@@ -221,13 +258,14 @@ Tensor conv2d_int8(const ConvGeometry& g, const Tensor& x, int64_t zero_point, c
   Int8Flags f = flags_of(x, zero_point, bias, relu);
   f.add = add.defined();
   f.output = output;
-  auto [plan, ws] = plan_for(g, f, w, output_scale);
-  const Tensor xs = in_layout(x, plan->x, plan->x_plain);
+  const PlanUse use = plan_for(g, f, w, bias, output_scale);
+  Int8Plan* plan = use.plan;
+  const Tensor xs = in_layout(x, plan->x, plan->x_plain, plan->x_from_plain);
   const bool keep_layout = plan->y_layout && conv_keeps_blocked_layout();
   Tensor y = keep_layout ? new_blocked_tensor(y_dims(g), plan->y_layout)
              : plan->y_layout ? buffer_for(plan->y)
                               : new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
-  execute(*plan, g, f, xs, zero_point, ws, output_scale, bias, add, y);
+  execute(*plan, g, f, xs, zero_point, use, add, y);
   if (!plan->y_layout || keep_layout) return y;
   Tensor plain = new_tensor({g.n, g.o, g.oh, g.ow}, output.dtype);
   auto src = view(plan->y, raw(y)), dst = view(plan->y_plain, raw(plain));
@@ -239,14 +277,15 @@ bool conv2d_int8_accumulate(const ConvGeometry& g, const Tensor& x, int64_t zero
                             const std::vector<float>& output_scale, const Tensor& bias, bool relu, Tensor& acc) {
   Int8Flags f = flags_of(x, zero_point, bias, relu);
   f.accumulate = true;
-  auto [plan, ws] = plan_for(g, f, w, output_scale);
+  const PlanUse use = plan_for(g, f, w, bias, output_scale);
+  Int8Plan* plan = use.plan;
   // The sum post-op reads and writes the destination in the primitive's layout: only an
   // accumulator already in it (offset 0, its own bytes) is written in place.
   const BlockedLayout* l = blocked_layout(acc);
   const bool in_place = l ? l->desc() == plan->y && acc.impl()->offset() == 0
-                          : plan->y == plan->y_plain && acc.is_contiguous() && acc.impl()->offset() == 0;
+                          : same_bytes(plan->y, plan->y_plain) && acc.is_contiguous() && acc.impl()->offset() == 0;
   if (!in_place) return false;
-  execute(*plan, g, f, in_layout(x, plan->x, plan->x_plain), zero_point, ws, output_scale, bias, Tensor(), acc);
+  execute(*plan, g, f, in_layout(x, plan->x, plan->x_plain, plan->x_from_plain), zero_point, use, Tensor(), acc);
   return true;
 }
 
