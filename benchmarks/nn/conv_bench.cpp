@@ -2,7 +2,10 @@
 // pass (forward, backward data, backward weights) and per kernel: oneDNN direct, oneDNN
 // Winograd (3x3 stride-1 shapes, where oneDNN implements it) and the im2col + OpenBLAS path;
 // for the forward pass also the integer convolution of a deployed int8 model (quantized_conv2d:
-// uint8 input with a zero point, int8 weights, per-channel scales, float32 output).
+// uint8 input with a zero point, int8 weights, per-channel scales, float32 output), and on the
+// shapes that end a residual block, its two ways of adding the float32 residual before the
+// ReLU: as a binary post-op into a new tensor ("int8 add") and summed into the residual itself
+// ("int8 sum", quantized_conv2d_add_, what fuse_integer_layers installs).
 // GFLOP/s are "effective": direct-convolution FLOPs (2 per multiply-add) over time, so a
 // Winograd figure above the machine's FMA peak is possible and means fewer multiplies.
 //
@@ -99,7 +102,31 @@ void BM_ConvInt8(benchmark::State& state, const ConvShape& s) {
   state.counters["GFLOP/s"] = benchmark::Counter(s.flops(g_batch) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-std::string int8_name(const ConvShape& s) { return std::string(s.name) + "/forward/int8"; }
+// A residual block's last convolution: conv + residual, then ReLU, in one of the two forms.
+void BM_ConvInt8Residual(benchmark::State& state, const ConvShape& s, bool in_place) {
+  const qflow::Tensor x = qflow::randint(0, 256, {g_batch, s.in, s.size, s.size}).to(qflow::DType::UInt8);
+  const qflow::Tensor w = qflow::randint(-127, 128, {s.out, s.in, s.kernel, s.kernel}).to(qflow::DType::Int8);
+  const qflow::Tensor scale = qflow::rand({s.out}) * 1e-6 + 1e-7;
+  // The residual as the previous integer layer writes it (the kernels' nhwc layout).
+  qflow::Tensor residual = qflow::quantized_conv2d(x, w, scale, qflow::Tensor(), 3, {s.stride}, {s.padding()});
+  for (auto _ : state) {
+    if (in_place) {
+      qflow::quantized_conv2d_add_(residual, x, w, scale, qflow::Tensor(), 3, {s.stride}, {s.padding()}, {1}, 1, true);
+      benchmark::DoNotOptimize(residual.impl());
+    } else {
+      benchmark::DoNotOptimize(
+          qflow::quantized_conv2d(x, w, scale, qflow::Tensor(), 3, {s.stride}, {s.padding()}, {1}, 1, true, residual)
+              .impl());
+    }
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(s.flops(g_batch) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::string int8_name(const ConvShape& s, const char* form = "int8") {
+  return std::string(s.name) + "/forward/" + form;
+}
+// The shapes that end a residual block: 3x3, stride 1, as many outputs as inputs.
+bool ends_a_block(const ConvShape& s) { return s.kernel == 3 && s.stride == 1 && s.in == s.out; }
 
 std::string bench_name(const ConvShape& s, Pass pass, const Kernel& k) {
   return std::string(s.name) + "/" + kPassNames[static_cast<int>(pass)] + "/" + k.name;
@@ -123,25 +150,28 @@ class SummaryReporter final : public benchmark::ConsoleReporter {
     std::ostream& os = GetOutputStream();
     os << fmt::format("\nconv2d, batch {}, {} threads, effective GFLOP/s; FMA peak {:.0f} GFLOP/s\n", g_batch,
                       qflow::num_threads(), peak_);
-    os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>8} {:>10} {:>10} {:>12}\n", "shape", "pass", "direct",
-                      "winograd", "im2col", "int8", "wino/dir", "int8/dir", "direct/peak");
+    os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>8} {:>10} {:>10} {:>12} {:>9} {:>9}\n", "shape", "pass",
+                      "direct", "winograd", "im2col", "int8", "wino/dir", "int8/dir", "direct/peak", "int8 add",
+                      "int8 sum");
     auto cell = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
     for (const ConvShape& s : kShapes)
       for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardWeights}) {
         const double d = find(bench_name(s, p, kKernels[0])), w = find(bench_name(s, p, kKernels[1])),
                      i = find(bench_name(s, p, kKernels[2])), q = p == Pass::Forward ? find(int8_name(s)) : 0.0;
+        const bool forward = p == Pass::Forward;
+        const double qa = forward ? find(int8_name(s, "int8_add")) : 0.0, qs = forward ? find(int8_name(s, "int8_sum")) : 0.0;
         if (d == 0 && w == 0 && i == 0 && q == 0) continue;
         auto ratio = [&](double v) { return d > 0 && v > 0 ? fmt::format("{:.2f}", v / d) : std::string("-"); };
-        os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>8} {:>10} {:>10} {:>12}\n", s.name,
+        os << fmt::format("{:<28} {:<12} {:>8} {:>9} {:>8} {:>8} {:>10} {:>10} {:>12} {:>9} {:>9}\n", s.name,
                           kPassNames[static_cast<int>(p)], cell(d), cell(w), cell(i), cell(q), ratio(w), ratio(q),
-                          d > 0 && peak_ > 0 ? fmt::format("{:.0f} %", 100 * d / peak_) : "-");
+                          d > 0 && peak_ > 0 ? fmt::format("{:.0f} %", 100 * d / peak_) : "-", cell(qa), cell(qs));
       }
   }
 
  private:
   double find(const std::string& name) const {
-    for (const auto& [n, v] : gflops_)
-      if (n.rfind(name, 0) == 0) return v;
+    for (const auto& [n, v] : gflops_)  // the name, or the name followed by Google Benchmark's "/min_time:..."
+      if (n == name || n.rfind(name + "/", 0) == 0) return v;
     return 0.0;
   }
   double peak_;
@@ -175,6 +205,13 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(0.2);
+    if (ends_a_block(s))
+      for (const bool in_place : {false, true})
+        benchmark::RegisterBenchmark(int8_name(s, in_place ? "int8_sum" : "int8_add").c_str(), BM_ConvInt8Residual, s,
+                                     in_place)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.2);
     for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardWeights})
       for (const Kernel& k : kKernels) {
         if (!g_im2col && k.engine == qflow::ConvEngine::Im2col) continue;
