@@ -84,12 +84,14 @@ std::string label_of(const Node& n, const DotOptions& o, bool& quantized) {
   if (o.show_meta) {
     std::vector<std::string> quant, other;
     for (const auto& [k, v] : n.meta().extra) {
+      if (k.rfind("dot.", 0) == 0) continue;  // drawing instructions, not text
       if (k.rfind("quant.", 0) == 0) quant.push_back(k.substr(6) + "=" + meta_text(v));
       else other.push_back(k + "=" + meta_text(v));
     }
     quantized = !quant.empty();
     if (!quant.empty()) lines.push_back(fmt::format("{}", fmt::join(quant, " ")));
     if (!other.empty()) lines.push_back(fmt::format("{}", fmt::join(other, " ")));
+    if (const auto* caption = n.meta().find("dot.caption")) lines.push_back(meta_text(*caption));
   }
   return fmt::format("{}", fmt::join(lines, "\n"));
 }
@@ -103,9 +105,12 @@ std::string to_dot(const Graph& graph, const DotOptions& o) {
   s += "  node [fontname=\"Helvetica\", fontsize=10];\n";
   s += "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\"];\n";
   for (const Node* n : graph) {
-    const Style st = style_of(n->op());
+    Style st = style_of(n->op());
     bool quantized = false;
     const std::string label = label_of(*n, o, quantized);
+    const auto* fill = o.show_meta ? n->meta().find("dot.fillcolor") : nullptr;
+    const std::string fill_text = fill ? meta_text(*fill) : st.fill;
+    st.fill = fill_text.c_str();
     s += fmt::format("  {} [shape={}, style={}, fillcolor={}, label={}{}];\n", quote(n->name()), st.shape, quote(st.style),
                      quote(st.fill), quote(label), quantized ? ", color=\"#b85450\", penwidth=2.5" : "");
   }

@@ -47,6 +47,14 @@ void convert_in_place(const Tensor& t, DType dtype) {
   if (grad.defined()) t.set_grad(grad);
 }
 
+// Note [load_state_dict converts dtypes]
+// Like PyTorch's copy_, a load converts a tensor to the dtype of the module's (float64 weights
+// into float32 ones, integer counters into float), except where the conversion would change
+// the values' meaning: floating point values into integers (truncated; a float deploy weight
+// into an int8 one would become garbage), or integers into another integer type (uint8 grid
+// values into int8 ones wrap). Those are refused with both dtypes.
+bool converts_exactly(DType from, DType to) { return from == to || is_floating(to); }
+
 }  // namespace
 
 StateDict Module::state_dict() const {
@@ -88,6 +96,10 @@ LoadStateDictResult Module::load_state_dict(const StateDict& dict, bool strict) 
       mismatches.push_back(fmt::format(
           "size mismatch for {}: copying a tensor of shape {} from the state_dict, the shape in the module is {}", key,
           source->sizes(), target.sizes()));
+    } else if (!converts_exactly(source->dtype(), target.dtype())) {
+      mismatches.push_back(fmt::format("dtype mismatch for {}: copying a {} tensor of shape {} from the state_dict into "
+                                       "the module's {} tensor of shape {} would change its values",
+                                       key, source->dtype(), source->sizes(), target.dtype(), target.sizes()));
     }
   }
   for (const auto& [key, value] : dict) {

@@ -9,11 +9,11 @@
 // are refused, as is a zero point outside its type's range (an affine observer whose minimum
 // stayed above 0). One difference remains: ONNX rounds x / s before adding zp, qflow after,
 // so with an odd zero point an exact tie (x / s + zp = k + 0.5) can round one step apart.
-// Weights are stored as the integers q (int8/uint8 initializer "<path>.weight_quantized")
-// feeding DequantizeLinear (per tensor, or per output channel with axis = 0), whose output
-// equals DConv2d's float weight; the exporter checks that equality, so a weight moved off its
-// grid after deployment is refused rather than silently re-quantized. Bias stays float. A
-// scale of 0 means "not quantized" (qflow's identity): no Q/DQ pair is written for it.
+// Weights are the deployed layer's own integers q (Note [Deployed module layout]; int8/uint8
+// initializer "<path>.weight_quantized") feeding DequantizeLinear (per tensor, or per output
+// channel with axis = 0), whose output equals the layer's float weight; nothing is rounded
+// again. Bias stays float. A scale of 0 means "not quantized" (qflow's identity): no Q/DQ
+// pair is written for it.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -81,42 +81,30 @@ std::string quant_dequant(ExportContext& c, const fx::Node& n, const std::string
   return dq;
 }
 
-/// The integers of a weight stored on its grid (see Note [Q/DQ export]): an int initializer
-/// and DequantizeLinear whose output "<path>.weight" equals `weight`. A float initializer when
-/// the weight is not quantized (every scale 0).
+/// A deployed weight (see Note [Q/DQ export]): its integers as an int initializer and
+/// DequantizeLinear whose output "<path>.weight" is the float weight the layer computes with.
+/// A float initializer when the weight is not quantized (every scale 0).
 std::string quantized_weight(ExportContext& c, const fx::Node& n, const Tensor& weight, const Tensor& scale,
                              const Tensor& zero_point, const Grid& g) {
   const std::string path = n.target();
   const auto s = to_vector<float>(scale.to(DType::Float32));
   bool any = false;
   for (float v : s) any = any || v != 0.0f;
-  if (!any) return c.builder.initializer(path + ".weight", weight);
-  QFLOW_ONNX_CHECK(weight.dtype() == DType::Float32, n, "weight must be float32, got {}", weight.dtype());
+  if (!any) return c.builder.initializer(path + ".weight", quant::detail::dequantize_weight(weight, scale, zero_point));
+  QFLOW_ONNX_CHECK(weight.dtype() == g.dtype, n,
+                   "weight must hold the {} integers of its grid, got {} (a float weight with scales is not on its grid: "
+                   "a channel of scale 0 with nonzero weights)",
+                   g.dtype, weight.dtype());
   const Tensor zp = integer_zero_points(n, zero_point, g, "weight");
   const auto z = to_vector<float>(zp.to(DType::Float32));
-  const auto w = to_vector<float>(weight.contiguous());
-  const size_t channels = s.size(), block = w.size() / channels;
+  const size_t channels = s.size();
   QFLOW_ONNX_CHECK(channels == 1 || channels == static_cast<size_t>(weight.sizes()[0]), n,
                    "{} weight scales for {} output channels", channels, weight.sizes()[0]);
-  Tensor q = zeros(weight.sizes(), g.dtype);
-  for (size_t i = 0; i < w.size(); ++i) {
-    const size_t ch = channels == 1 ? 0 : i / block;
+  for (size_t ch = 0; ch < channels; ++ch)
     QFLOW_ONNX_CHECK(s[ch] > 0.0f, n, "weight channel {} has scale {}; a per-channel scale of 0 has no "
                      "DequantizeLinear equivalent", ch, s[ch]);
-    const float v = std::nearbyint(w[i] / s[ch]) + z[ch];
-    const float back = (v - z[ch]) * s[ch];
-    // On the grid, (q − zp)·s reproduces the stored weight; allow a thousandth of a step for
-    // the division's rounding, nothing more.
-    QFLOW_ONNX_CHECK(v >= static_cast<float>(g.qmin) && v <= static_cast<float>(g.qmax) &&
-                         std::abs(back - w[i]) <= 1e-3f * s[ch],
-                     n, "weight element {} ({}) is not on its {} grid (scale {}, zero point {}); was the weight "
-                     "changed after deployment?", i, w[i], g.dtype, s[ch], z[ch]);
-    if (g.dtype == DType::Int8) {
-      q.data_ptr<int8_t>()[i] = static_cast<int8_t>(v);
-    } else {
-      q.data_ptr<uint8_t>()[i] = static_cast<uint8_t>(v);
-    }
-  }
+  // The layer's own integers, written as they are: the file holds what the model computes with.
+  const Tensor q = weight.contiguous();
   const std::string q_name = c.builder.initializer(path + ".weight_quantized", q);
   std::string s_name, zp_name;
   std::vector<Attr> attrs;

@@ -11,8 +11,9 @@ namespace {
 
 // The frozen qparams and weight of a trained Q module, in deployable form.
 struct Baked {
-  Tensor weight;  // fake-quantized (or the float weight when fake quantization is off)
+  Tensor weight;  // the grid integers, or the float weight when no grid reproduces it
   QParams input, weight_q;
+  WeightStorage storage() const { return weight.is_floating_point() ? WeightStorage::Float : WeightStorage::Integers; }
 };
 
 // Identity qparams (scale 0) of `n` channels.
@@ -29,12 +30,18 @@ Baked bake(const QuantModule& q, const Tensor& float_weight, int64_t out_channel
               "train or calibrate the quantization-aware model before deploying it",
               who, q.input_observer->num_observations(), q.weight_observer->num_observations());
   const QParams wq = q.weight_observer->calculate_qparams();
-  return {fake_quantize(float_weight.detach(), wq, q.qconfig()), q.input_observer->calculate_qparams(), wq};
+  // The weight the QAT model computes with, kept as its integers (Note [Deployed module layout]).
+  const Tensor fake_quantized = fake_quantize(float_weight.detach(), wq, q.qconfig());
+  detail::GridIntegers grid = detail::grid_integers(fake_quantized, wq.scale, wq.zero_point, q.qconfig());
+  return {grid.integers.defined() ? std::move(grid.integers) : fake_quantized, q.input_observer->calculate_qparams(),
+          wq};
 }
 
 // Writes the baked values into a deployable module's tensors.
 void store(const Baked& b, const Tensor& bias, Tensor& weight, Tensor& bias_dst, Tensor& input_scale,
            Tensor& input_zero_point, Tensor& weight_scale, Tensor& weight_zero_point, const char* who) {
+  QFLOW_ASSERT(weight.dtype() == b.weight.dtype(), "{}: the module stores {} weights, the baked ones are {}", who,
+               weight.dtype(), b.weight.dtype());
   detail::copy_param(weight, b.weight, who);
   detail::copy_param(bias_dst, bias, who);
   detail::copy_param(input_scale, b.input.scale, who);
@@ -42,6 +49,16 @@ void store(const Baked& b, const Tensor& bias, Tensor& weight, Tensor& bias_dst,
   detail::copy_param(weight_scale, b.weight_q.scale, who);
   detail::copy_param(weight_zero_point, b.weight_q.zero_point, who);
 }
+
+// A deployed layer's weight as constructed: zeros of its grid's integer type, or the float
+// layer's initial weight.
+Tensor initial_weight(const Tensor& float_init, WeightStorage storage, const QConfig& qc) {
+  if (storage == WeightStorage::Float) return float_init.detach().clone();
+  return zeros(float_init.sizes(), detail::weight_integer_type(qc));
+}
+
+// Integers cannot require gradients; a float weight is a parameter as in the float layer.
+bool weight_requires_grad(WeightStorage storage) { return storage == WeightStorage::Float; }
 
 bool is_integer(const Tensor& x) { return x.dtype() == DType::UInt8 || x.dtype() == DType::Int8; }
 
@@ -78,14 +95,15 @@ std::string deploy_repr(const QConfig& qc) {
 
 // ---- DConv2d ---------------------------------------------------------------------------------------
 
-DConv2d::DConv2d(nn::Conv2dOptions options, QConfig qconfig) : options_(options), qconfig_(qconfig) {
+DConv2d::DConv2d(nn::Conv2dOptions options, QConfig qconfig, WeightStorage storage)
+    : options_(options), qconfig_(qconfig), storage_(storage) {
   qconfig_.validate();
   reset();
 }
 
 void DConv2d::reset() {
   const nn::Conv2d init(options_);
-  weight = register_parameter("weight", init.weight.detach().clone());
+  weight = register_parameter("weight", initial_weight(init.weight, storage_, qconfig_), weight_requires_grad(storage_));
   bias = options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
   const int64_t wc = qconfig_.per_layer ? 1 : options_.out;
   input_scale = register_buffer("input_scale", zeros({1}));
@@ -98,9 +116,9 @@ std::shared_ptr<DConv2d> DConv2d::from_qconvbn(const QConvBN& qconvbn) {
   const char* who = "DConv2d::from_qconvbn";
   nn::Conv2dOptions opts = qconvbn.conv_options();
   opts.bias = true;  // the folded BN shift
-  auto d = std::make_shared<DConv2d>(opts, qconvbn.qconfig());
   auto [w, b] = qconvbn.fold_running_stats();
   const Baked baked = bake(qconvbn, w, opts.out, who);
+  auto d = std::make_shared<DConv2d>(opts, qconvbn.qconfig(), baked.storage());
   store(baked, b, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale, d->weight_zero_point, who);
   d->train(qconvbn.is_training());
   return d;
@@ -108,13 +126,15 @@ std::shared_ptr<DConv2d> DConv2d::from_qconvbn(const QConvBN& qconvbn) {
 
 std::shared_ptr<DConv2d> DConv2d::from_qconv2d(const QConv2d& qconv) {
   const char* who = "DConv2d::from_qconv2d";
-  auto d = std::make_shared<DConv2d>(qconv.options(), qconv.qconfig());
   const Baked baked = bake(qconv, qconv.weight, qconv.options().out, who);
+  auto d = std::make_shared<DConv2d>(qconv.options(), qconv.qconfig(), baked.storage());
   store(baked, qconv.bias, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale,
         d->weight_zero_point, who);
   d->train(qconv.is_training());
   return d;
 }
+
+const Tensor& DConv2d::float_weight() const { return float_weight_.get(weight, weight_scale, weight_zero_point); }
 
 detail::DeployedTensors DConv2d::tensors() const {
   return {weight, bias, input_scale, input_zero_point, weight_scale, weight_zero_point};
@@ -149,7 +169,7 @@ Tensor DConv2d::run(const Tensor& x, const Tensor& residual) {
                               f.output);
     }
   }
-  Tensor y = F::conv2d(simulated_input(x, tensors(), qconfig_), weight, bias, o.stride.list(), o.padding,
+  Tensor y = F::conv2d(simulated_input(x, tensors(), qconfig_), float_weight(), bias, o.stride.list(), o.padding,
                        o.dilation.list(), o.groups);
   if (residual.defined()) y = add(y, residual);
   return applies_relu_ ? relu(y) : y;
@@ -171,14 +191,15 @@ std::string DConv2d::extra_repr() const {
 
 // ---- DLinear ---------------------------------------------------------------------------------------
 
-DLinear::DLinear(nn::LinearOptions options, QConfig qconfig) : options_(options), qconfig_(qconfig) {
+DLinear::DLinear(nn::LinearOptions options, QConfig qconfig, WeightStorage storage)
+    : options_(options), qconfig_(qconfig), storage_(storage) {
   qconfig_.validate();
   reset();
 }
 
 void DLinear::reset() {
   const nn::Linear init(options_);
-  weight = register_parameter("weight", init.weight.detach().clone());
+  weight = register_parameter("weight", initial_weight(init.weight, storage_, qconfig_), weight_requires_grad(storage_));
   bias = options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
   const int64_t wc = qconfig_.per_layer ? 1 : options_.out;
   input_scale = register_buffer("input_scale", zeros({1}));
@@ -189,13 +210,15 @@ void DLinear::reset() {
 
 std::shared_ptr<DLinear> DLinear::from_qlinear(const QLinear& qlinear) {
   const char* who = "DLinear::from_qlinear";
-  auto d = std::make_shared<DLinear>(qlinear.options(), qlinear.qconfig());
   const Baked baked = bake(qlinear, qlinear.weight, qlinear.options().out, who);
+  auto d = std::make_shared<DLinear>(qlinear.options(), qlinear.qconfig(), baked.storage());
   store(baked, qlinear.bias, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale,
         d->weight_zero_point, who);
   d->train(qlinear.is_training());
   return d;
 }
+
+const Tensor& DLinear::float_weight() const { return float_weight_.get(weight, weight_scale, weight_zero_point); }
 
 detail::DeployedTensors DLinear::tensors() const {
   return {weight, bias, input_scale, input_zero_point, weight_scale, weight_zero_point};
@@ -219,7 +242,7 @@ Tensor DLinear::forward(const Tensor& x) {
           .reshape(out_sizes);
     }
   }
-  return F::linear(simulated_input(x, tensors(), qconfig_), weight, bias);
+  return F::linear(simulated_input(x, tensors(), qconfig_), float_weight(), bias);
 }
 
 std::string DLinear::extra_repr() const {

@@ -13,24 +13,14 @@ std::string integer_unsupported(const DeployedTensors& t, const QConfig& qconfig
     if (s <= 0.0f) return "a weight scale is 0 (an all-zero output channel)";
   for (float z : to_vector<float>(t.weight_zero_point))
     if (z != 0.0f) return "the weights have a zero point (affine weights)";
+  // An affine grid whose zero point happens to be 0 still stores uint8 [0, 255].
+  if (t.weight.dtype() != DType::Int8) return fmt::format("the weights are {}, not int8", t.weight.dtype());
   return "";
 }
 
 DType input_integer_type(const QConfig& qconfig) {
   return qconfig.scheme == Scheme::Affine ? DType::UInt8 : DType::Int8;
 }
-
-namespace {
-
-// (O, 1, 1, ...) for a weight of `dim` dimensions: per-output-channel values broadcast over it.
-Tensor per_output_channel(const Tensor& values, int64_t dim) {
-  if (values.numel() == 1) return values.reshape({});
-  SymIntList sizes(static_cast<size_t>(dim), SymInt(1));
-  sizes[0] = values.numel();
-  return values.reshape(sizes);
-}
-
-}  // namespace
 
 const IntegerForm& IntegerFormCache::get(const DeployedTensors& t, const QConfig& qconfig,
                                          const std::optional<OutputGrid>& grid, const std::string& layer_unsupported) {
@@ -50,9 +40,7 @@ const IntegerForm& IntegerFormCache::get(const DeployedTensors& t, const QConfig
   IntegerForm f;
   f.unsupported = !layer_unsupported.empty() ? layer_unsupported : integer_unsupported(t, qconfig);
   if (f.unsupported.empty()) {
-    const Tensor w = t.weight.detach();
-    // The weight holds q * s_w exactly as fake_quantize rounded it: dividing gives q back.
-    f.weight = round(w / per_output_channel(t.weight_scale, w.dim())).to(DType::Int8);
+    f.weight = t.weight.detach();  // the grid integers themselves (Note [Deployed module layout])
     f.output_scale = (t.weight_scale * t.input_scale).contiguous();
     f.bias = t.bias.defined() ? t.bias.detach() : Tensor();
     f.input_zero_point = static_cast<int64_t>(to_vector<float>(t.input_zero_point)[0]);

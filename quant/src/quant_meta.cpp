@@ -12,9 +12,13 @@
 namespace qflow::quant {
 namespace {
 
+constexpr const char* kInt8Fill = "#b7e1a1";   // green: the integer kernel
+constexpr const char* kFloatFill = "#f9c68f";  // orange: the float simulation
+
 void erase_quant_entries(fx::NodeMeta& meta) {
   for (auto it = meta.extra.begin(); it != meta.extra.end();) {
-    if (it->first.rfind("quant.", 0) == 0) it = meta.extra.erase(it);
+    if (it->first.rfind("quant.", 0) == 0 || it->first == "dot.caption" || it->first == "dot.fillcolor")
+      it = meta.extra.erase(it);
     else ++it;
   }
 }
@@ -41,6 +45,17 @@ void set_scales(fx::NodeMeta& meta, const QConfig& qc, const Tensor& input_scale
   meta.set("quant.weight_scale", scale_value(weight_scale));
 }
 
+// Which kernel a deployed layer runs: quant.kernel, and for the picture a caption with the
+// reason a layer stays in float and a fill colour per kernel (Note [Quant node meta]).
+template <class D>
+void set_kernel(fx::NodeMeta& meta, const D& d) {
+  const bool int8 = d.runs_integer();
+  meta.set("quant.kernel", std::string(int8 ? "int8" : "float"));
+  const std::string why = d.integer() ? d.integer_unsupported() : "integer=False";
+  meta.set("dot.caption", int8 ? std::string("runs int8") : "runs float: " + why);
+  meta.set("dot.fillcolor", std::string(int8 ? kInt8Fill : kFloatFill));
+}
+
 // The meta of one module; false when it is not a quantized module.
 bool annotate(fx::NodeMeta& meta, const nn::Module& m) {
   if (const auto* q = dynamic_cast<const QuantModule*>(&m)) {
@@ -56,11 +71,13 @@ bool annotate(fx::NodeMeta& meta, const nn::Module& m) {
   if (const auto* d = dynamic_cast<const DConv2d*>(&m)) {
     set_config(meta, d->qconfig());
     set_scales(meta, d->qconfig(), d->input_scale, d->input_zero_point, d->weight_scale);
+    set_kernel(meta, *d);
     return true;
   }
   if (const auto* d = dynamic_cast<const DLinear*>(&m)) {
     set_config(meta, d->qconfig());
     set_scales(meta, d->qconfig(), d->input_scale, d->input_zero_point, d->weight_scale);
+    set_kernel(meta, *d);
     return true;
   }
   return false;

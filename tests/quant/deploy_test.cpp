@@ -47,7 +47,7 @@ TEST(DConv2dTest, FromQConvBNEqualsItsEvalOutput) {
     const Tensor x = seq({3, 3, 5, 5}, 7.0, 2.5);
     quant_test::expect_close((*d)(x), q(x), 1e-5, 1e-7);
     EXPECT_TRUE(d->bias.defined());
-    expect_on_grid(d->weight, d->weight_scale, d->weight_zero_point, qc);
+    expect_on_grid(d->float_weight(), d->weight_scale, d->weight_zero_point, qc);
     EXPECT_THAT(values(d->input_scale), ::testing::ElementsAreArray(values(q.input_observer->calculate_qparams().scale)));
     // Deployed means fixed: training mode changes nothing.
     d->train();
@@ -70,8 +70,8 @@ TEST(DConv2dTest, FromQConv2dAndDLinearFromQLinear) {
     auto dl = DLinear::from_qlinear(ql);
     quant_test::expect_close((*dc)(seq({1, 2, 6, 6}, 3.0)), qc2(seq({1, 2, 6, 6}, 3.0)), 1e-5, 1e-7);
     quant_test::expect_close((*dl)(seq({4, 5}, 3.0, 2.0)), ql(seq({4, 5}, 3.0, 2.0)), 1e-5, 1e-7);
-    expect_on_grid(dc->weight, dc->weight_scale, dc->weight_zero_point, qc);
-    expect_on_grid(dl->weight, dl->weight_scale, dl->weight_zero_point, qc);
+    expect_on_grid(dc->float_weight(), dc->weight_scale, dc->weight_zero_point, qc);
+    expect_on_grid(dl->float_weight(), dl->weight_scale, dl->weight_zero_point, qc);
     EXPECT_EQ(dl->weight_scale.numel(), qc.per_layer ? 1 : 2);
   }
 }

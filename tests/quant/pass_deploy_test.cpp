@@ -1,6 +1,6 @@
 // dequantization_aware_training: the deploy model of a trained QAT ResNet18 equals the QAT
 // model's eval outputs (1e-5 relative), for every published configuration; its modules are
-// DConv2d/DLinear with weights on their grids; the QAT model's state_dict round trip; errors.
+// DConv2d/DLinear with integer weights on their grids; the QAT model's state_dict round trip; errors.
 #include <filesystem>
 #include <unistd.h>
 

@@ -92,7 +92,7 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
     const std::string file = (std::filesystem::path(o_.checkpoint_dir) / "deploy.safetensors").string();
     std::filesystem::create_directories(o_.checkpoint_dir);
     nn::save(deploy->state_dict(), file);
-    fmt::print("qflow-train: deploy model (BN folded, weights on their grids) saved to {}\n", file);
+    fmt::print("qflow-train: deploy model (BN folded, weights as the integers of their grids) saved to {}\n", file);
     rows.push_back({"deploy", qconfig, accuracy(*integer_model(deploy))});
   } else {
     rows.push_back({"float", std::nullopt, last ? last->accuracy : accuracy(*model_)});

@@ -7,7 +7,10 @@
 //   call_function yellow box         call_method   orange box       output  red ellipse
 // Below come the output sizes and dtype from meta (filled by tracing or ShapeProp) and the
 // node's "quant.*" meta entries (bits, scheme, scale, ...), which also give the node a thick
-// red border, then any other meta entries. Edges follow data flow.
+// red border, then any other meta entries. Entries under "dot." are drawing instructions
+// rather than text: "dot.fillcolor" replaces the node's fill colour and "dot.caption" adds a
+// last line (quant::annotate_quant_meta marks a deployed layer's int8 or float kernel with
+// them). Edges follow data flow.
 #include <string>
 
 #include "qflow/fx/graph.h"

@@ -1,27 +1,45 @@
 #pragma once
 // The deployable modules: what a trained QAT model becomes once every quantization parameter
-// is fixed. BN is folded for good, the weights are stored already fake-quantized (on their
-// integer grid times weight_scale), and the input is quantized with the frozen statistics of
-// the QAT input observer — in integers by default (Note [Integer activations] below), or
-// fake-quantized in the float simulation. Nothing is observed or updated any more, in any mode.
+// is fixed. BN is folded for good, the weights are stored as the integers of their grid (the
+// fake-quantized weight divided by weight_scale), and the input is quantized with the frozen
+// statistics of the QAT input observer — in integers by default (Note [Integer activations]
+// below), or fake-quantized in the float simulation. Nothing is observed or updated any more,
+// in any mode.
 //
 // Note [Deployed module layout]
-// Parameters: weight (on its grid), bias (float; for a folded QConvBN always present).
+// Parameters: weight, bias (float; for a folded QConvBN always present).
 // Buffers: input_scale, input_zero_point ((1): activations are quantized per tensor),
-// weight_scale, weight_zero_point ((1), or (C) for per-channel QConfigs) — the grid of weight,
-// kept so an exporter can recover the integers round(weight / weight_scale) + weight_zero_point
-// and a graph can show them. A scale of 0 means "not quantized" (a source module whose fake
-// quantization was disabled).
+// weight_scale, weight_zero_point ((1), or (C) for per-channel QConfigs) — the grid of weight.
+// `weight` holds the grid integers q, as PyTorch's quantized modules hold int8 weights: the
+// float weight the QAT model computed with is (q - weight_zero_point) * weight_scale, bit for
+// bit what fake_quantize made (float_weight() derives it for the float simulation, once per
+// change of the tensors). The integer type is the smallest that holds the grid
+// [quant_min, quant_max] (detail::weight_integer_type):
+//   int8   symmetric grids up to 8 bits: weight_zero_point is 0, and the integer kernels take
+//          these integers as they are;
+//   uint8  affine grids up to 8 bits, with their zero point: still a quarter of float32, but
+//          oneDNN's integer convolutions take neither uint8 weights nor a weight zero point,
+//          so these layers run the float simulation;
+//   int32  grids wider than 8 bits (qflow has no int16): exact, not smaller, float simulation.
+// A weight no grid reproduces exactly stays float32 (WeightStorage::Float): a source module
+// whose fake quantization was off (its scales are 0, "not quantized"), or a channel of scale 0
+// with nonzero weights. So a deploy state_dict is about 4x smaller than the float model's, and
+// the stored integers are the ones an exporter writes (int8/uint8 initializers, Note [Q/DQ
+// export]). Loading is strict: a file's weight must have the layer's integer type
+// (load_state_dict refuses float values for integers, Note [load_state_dict converts dtypes]),
+// so a deploy state_dict written before weights were integers must be deployed again from its
+// QAT checkpoint.
+// A scale of 0 means "not quantized" (a source module whose fake quantization was disabled).
 // Built from a trained Q module by the static factories below; their eval outputs equal the Q
 // module's eval outputs (same operations on the same values).
 //
 // Note [Integer activations]
 // By default (set_integer) a deployed layer computes in integers what its float simulation
 // computes with fake-quantized floats: the input quantized once with the frozen input qparams
-// (uint8 on affine grids, int8 on symmetric ones), int8 weights (quantize's integers, kept
-// until a tensor changes), int32 sums and the float scaling of quantized_conv2d (Note [Integer
-// convolution]). Where the integers cannot express the layer (more than 8 bits, a weight zero
-// point, a zero scale, padding="same") it runs the float simulation, and integer_unsupported()
+// (uint8 on affine grids, int8 on symmetric ones), the layer's own int8 weights, int32 sums
+// and the float scaling of quantized_conv2d (Note [Integer convolution]). Where the integers
+// cannot express the layer (more than 8 bits, a weight zero point or weights that are not
+// int8, a zero scale, padding="same") it runs the float simulation, and integer_unsupported()
 // says why. Between layers the activations stay in the kernels' layout (nhwc on oneDNN), so
 // neither quantize nor the convolution reorders them. quant::chain_integer_layers goes further:
 // a layer whose only consumer is another integer layer requantizes its output onto that layer's
@@ -31,6 +49,7 @@
 // type; the float simulation dequantizes them first.
 #include "qflow/nn/layers/conv.h"
 #include "qflow/nn/layers/linear.h"
+#include "qflow/quant/deployed_weight.h"
 #include "qflow/quant/integer_form.h"
 #include "qflow/quant/qconv.h"
 #include "qflow/quant/qconvbn.h"
@@ -38,11 +57,15 @@
 
 namespace qflow::quant {
 
+/// How a deployed layer stores `weight` (Note [Deployed module layout]): the integers of its
+/// grid, or float32 when no grid reproduces it (the source was not quantized).
+enum class WeightStorage { Integers, Float };
+
 class DConv2d : public nn::Cloneable<DConv2d> {
  public:
-  /// An empty deployable conv (weights as nn::Conv2d initialises them, all scales 0); the
-  /// factories fill it.
-  explicit DConv2d(nn::Conv2dOptions options, QConfig qconfig = {});
+  /// An empty deployable conv (integer weights 0, or float ones as nn::Conv2d initialises
+  /// them; all scales 0); the factories fill it.
+  explicit DConv2d(nn::Conv2dOptions options, QConfig qconfig = {}, WeightStorage storage = WeightStorage::Integers);
   /// BN folded with the running statistics, the folded weight fake-quantized with the weight
   /// observer's statistics, the input qparams from the input observer. Throws when fake
   /// quantization is on and an observer has never recorded anything.
@@ -81,7 +104,11 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   nn::ModulePtr fused_with_relu() const override;
   bool applies_relu() const { return applies_relu_; }
 
-  Tensor weight, bias;
+  /// (q - weight_zero_point) * weight_scale: the float weight the integers stand for, which
+  /// the float simulation computes with (`weight` itself when it is stored in float).
+  const Tensor& float_weight() const;
+
+  Tensor weight, bias;  // weight: the grid integers (Note [Deployed module layout])
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
@@ -90,6 +117,8 @@ class DConv2d : public nn::Cloneable<DConv2d> {
 
   nn::Conv2dOptions options_;
   QConfig qconfig_;
+  WeightStorage storage_;
+  mutable detail::FloatWeightCache float_weight_;
   bool integer_ = true;
   bool applies_relu_ = false;
   bool residual_in_place_ = false;
@@ -99,7 +128,7 @@ class DConv2d : public nn::Cloneable<DConv2d> {
 
 class DLinear : public nn::Cloneable<DLinear> {
  public:
-  explicit DLinear(nn::LinearOptions options, QConfig qconfig = {});
+  explicit DLinear(nn::LinearOptions options, QConfig qconfig = {}, WeightStorage storage = WeightStorage::Integers);
   /// The weight fake-quantized with the weight observer's statistics, the input qparams from
   /// the input observer (same checks as DConv2d::from_qconv2d).
   static std::shared_ptr<DLinear> from_qlinear(const QLinear& qlinear);
@@ -116,7 +145,10 @@ class DLinear : public nn::Cloneable<DLinear> {
   bool runs_integer() const { return integer_ && integer_unsupported().empty(); }
   std::string integer_unsupported() const;
 
-  Tensor weight, bias;
+  /// As DConv2d's.
+  const Tensor& float_weight() const;
+
+  Tensor weight, bias;  // weight: the grid integers (Note [Deployed module layout])
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
@@ -124,6 +156,8 @@ class DLinear : public nn::Cloneable<DLinear> {
 
   nn::LinearOptions options_;
   QConfig qconfig_;
+  WeightStorage storage_;
+  mutable detail::FloatWeightCache float_weight_;
   bool integer_ = true;
   detail::IntegerFormCache integer_form_;
 };

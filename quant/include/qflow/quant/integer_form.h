@@ -1,6 +1,6 @@
 #pragma once
 // The integer form of a deployed layer (DConv2d, DLinear): what its integer kernel needs,
-// computed from the layer's float tensors and cached until one of them is written (a
+// computed from the layer's tensors and cached until one of them is written (a
 // state_dict load writes them in place). Internal to DConv2d and DLinear; see Note [Integer
 // activations] in deploy.h.
 #include <optional>
@@ -15,7 +15,7 @@ namespace qflow::quant::detail {
 
 /// The tensors of a deployed layer (Note [Deployed module layout]).
 struct DeployedTensors {
-  const Tensor& weight;  // on its grid: (q - 0) * weight_scale
+  const Tensor& weight;  // the grid integers (int8 where the integer kernels run), or float
   const Tensor& bias;    // float32 or undefined
   const Tensor& input_scale;
   const Tensor& input_zero_point;
@@ -31,7 +31,7 @@ struct OutputGrid {
 };
 
 /// Why a layer with these tensors cannot run in integers ("" when it can): more than 8 bits,
-/// a zero scale, a weight zero point.
+/// a zero scale, a weight zero point, weights that are not int8.
 std::string integer_unsupported(const DeployedTensors& t, const QConfig& qconfig);
 
 /// The integer type of a layer's quantized input: uint8 for affine grids, int8 for symmetric.

@@ -12,7 +12,13 @@
 //   quant.input_zero_point  affine only (number)
 //   quant.weight_scale      a number per layer; "lo..hi (C ch)" per channel
 // A Q module with fake quantization switched off shows quant.fake_quant=off instead of scales.
-// fx::to_dot prints these entries on the node and draws it with a thick red border.
+// A DConv2d/DLinear also says which kernel it runs (Note [Integer activations]):
+//   quant.kernel       int8 | float
+//   dot.caption        "runs int8", or "runs float: <why>" (integer_unsupported(), or
+//                      integer=False when switched off)
+//   dot.fillcolor      green for int8, orange for float
+// fx::to_dot prints these entries on the node and draws it with a thick red border, filled in
+// its kernel's colour.
 #include <cstdint>
 
 #include "qflow/fx/graph_module.h"
