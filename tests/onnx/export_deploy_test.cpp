@@ -82,7 +82,12 @@ TEST_P(DeployExportTest, QdqModelPassesCheckerAndMatchesOnnxRuntime) {
   const int int_type = qc.scheme == quant::Scheme::Symmetric ? 3 /* INT8 */ : 2 /* UINT8 */;
   const json& w = m["initializers"]["conv1.weight_quantized"];
   EXPECT_EQ(w["data_type"], int_type);
-  EXPECT_EQ(w["dims"].get<std::vector<int64_t>>(), deploy->get_submodule<quant::DConv2d>("conv1")->weight.sizes());
+  const Tensor& conv1_weight = deploy->get_submodule<quant::DConv2d>("conv1")->weight;
+  EXPECT_EQ(w["dims"].get<std::vector<int64_t>>(), conv1_weight.sizes());
+  // ... the deployed layer's own integers (the checker shows the first 8).
+  std::vector<int64_t> integers = to_vector<int64_t>(conv1_weight);
+  integers.resize(8);
+  EXPECT_EQ(w["values"].get<std::vector<int64_t>>(), integers);
   const json& ws = m["initializers"]["conv1.weight_scale"];
   EXPECT_EQ(ws["dims"].size(), qc.per_layer ? 0u : 1u);
   for (const auto& n : m["nodes"]) {

@@ -140,15 +140,19 @@ TEST_F(ExportErrorTest, ZeroPointOutsideItsTypeIsRefused) {
                         "[0, 255] of uint8"));
 }
 
-TEST_F(ExportErrorTest, WeightMovedOffItsGridIsRefused) {
+TEST_F(ExportErrorTest, FloatWeightWithScalesIsRefused) {
+  // A layer whose weight no grid reproduced keeps it in float (Note [Deployed module layout]);
+  // with scales that are not all 0 it has no DequantizeLinear form.
   auto deploy = deploy_model("lenet5", {}, {.in_channels = 1, .image_size = 28});
-  auto fc1 = deploy->get_submodule<quant::DLinear>("fc1");
-  {
-    NoGradGuard no_grad;
-    fc1->weight.add_(fc1->weight_scale * 0.25);
-  }
+  const auto fc1 = deploy->get_submodule<quant::DLinear>("fc1");
+  auto float_fc1 = std::make_shared<quant::DLinear>(fc1->options(), fc1->qconfig(), quant::WeightStorage::Float);
+  nn::StateDict scales = fc1->state_dict();
+  scales.erase("weight");
+  float_fc1->load_state_dict(scales, /*strict=*/false);
+  deploy->add_submodule("fc1", float_fc1);
   EXPECT_THAT(error_of([&] { onnx::export_to_bytes(*deploy, randn({1, 1, 28, 28})); }),
-              HasSubstr("node %fc1 (call_module[target=fc1]): weight element 0"));
+              HasSubstr("node %fc1 (call_module[target=fc1]): weight must hold the int8 integers of its grid, got "
+                        "float32"));
 }
 
 TEST_F(ExportErrorTest, BatchNormLeftInADeployGraphIsRefused) {

@@ -145,6 +145,12 @@ TEST_F(ExportCliTest, DeployFromQatCheckpointAndFromDeployStateDict) {
     std::memcpy(got.data(), out.data(), out.size());
     EXPECT_EQ(got, to_vector<float>(want)) << ckpt;
   }
+  // The deploy state_dict holds the int8 weights themselves, so the file exported from it is
+  // the one exported from the QAT checkpoint and from the model in memory, byte for byte.
+  const std::string from_deploy = read_file(path("deploy.safetensors.onnx"));
+  EXPECT_EQ(nn::load(path("deploy.safetensors")).at("conv1.weight").dtype(), DType::Int8);
+  EXPECT_EQ(from_deploy, read_file(path("qat.safetensors.onnx")));
+  EXPECT_EQ(from_deploy, onnx::export_to_bytes(*q.deploy, randn({2, 1, 28, 28})).bytes);
 }
 
 TEST_F(ExportCliTest, TrainingCheckpointGivesItsModelWeights) {

@@ -165,8 +165,47 @@ TEST_F(GraphCliTest, DeployStageDrawsFixedScalesPerChannel) {
                               "granularity=per-channel input_scale="));
   EXPECT_THAT(text, HasSubstr("input_zero_point="));
   EXPECT_THAT(text, HasSubstr("scheme=affine weight_scale="));
-  EXPECT_THAT(text, HasSubstr(" (6 ch)\""));
+  EXPECT_THAT(text, HasSubstr(" (6 ch)\\nruns float: the weights have a zero point (affine weights)\""));
   EXPECT_THAT(r.output, HasSubstr(" 2 DConv2d, 3 DLinear,"));
+}
+
+// The dot statement of node `name`: `  "name" [...];`.
+std::string dot_node(const std::string& dot, const std::string& name) {
+  const size_t begin = dot.find("  \"" + name + "\" [");
+  if (begin == std::string::npos) return "";
+  return dot.substr(begin, dot.find(";\n", begin) - begin);
+}
+
+TEST_F(GraphCliTest, DeployStageSaysWhichLayersRunInt8AndWhyOthersDoNot) {
+  const std::string lenet = "--model lenet5 --in-channels 1 --image-size 28 --stage deploy ";
+  const char* int8_fill = "fillcolor=\"#b7e1a1\"";
+  const char* float_fill = "fillcolor=\"#f9c68f\"";
+  // Symmetric 8-bit weights: every convolution and linear layer runs the int8 kernels.
+  ToolRun r = run(lenet + "--out " + path("int8.dot"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::string text = read_file(path("int8.dot"));
+  for (const char* layer : {"conv1", "conv2", "fc1", "fc2", "fc3"}) {
+    const std::string node = dot_node(text, layer);
+    EXPECT_THAT(node, HasSubstr(" kernel=int8 ")) << layer;
+    EXPECT_THAT(node, HasSubstr("\\nruns int8\"")) << layer;
+    EXPECT_THAT(node, HasSubstr(int8_fill)) << layer;
+  }
+  EXPECT_THAT(dot_node(text, "relu"), Not(HasSubstr("kernel=")));  // only deployed layers say
+  // Affine weights have a zero point the int8 kernels refuse; 12 bits do not fit int8.
+  const std::pair<const char*, const char*> floats[] = {
+      {"--scheme affine", "runs float: the weights have a zero point (affine weights)"},
+      {"--bits 12", "runs float: 12 bits do not fit int8"},
+  };
+  for (const auto& [flags, why] : floats) {
+    r = run(lenet + flags + " --out " + path("float.dot"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    text = read_file(path("float.dot"));
+    const std::string node = dot_node(text, "conv1");
+    EXPECT_THAT(node, HasSubstr(" kernel=float ")) << flags;
+    EXPECT_THAT(node, HasSubstr(std::string("\\n") + why + "\"")) << flags;
+    EXPECT_THAT(node, HasSubstr(float_fill)) << flags;
+    EXPECT_THAT(text, Not(HasSubstr(int8_fill))) << flags;
+  }
 }
 
 TEST_F(GraphCliTest, QuantizedWeightsGoToTheStagesThatCanDrawThem) {
