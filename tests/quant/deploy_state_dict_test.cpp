@@ -2,7 +2,8 @@
 // (int8 where the integer kernels run, uint8 on affine grids, int32 on wider ones) and stand
 // for the QAT model's fake-quantized weights bit for bit; saved and loaded back, a deploy model
 // computes the same outputs bit for bit; a ResNet18 file is about a quarter of the float one;
-// loads are strict about dtypes, shapes and keys.
+// loads are strict about dtypes, shapes and keys; older files with float weights upgrade
+// exactly.
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,4 +207,42 @@ TEST(DeployStateDictTest, LoadIsStrictAboutDtypesShapesAndKeys) {
   EXPECT_EQ(to_vector<int8_t>(conv1->weight), before);
   deploy->load_state_dict(good);
   EXPECT_EQ(to_vector<int8_t>(conv1->weight), to_vector<int8_t>(good.at("conv1.weight")));
+}
+
+namespace {
+
+// `dict` as a deploy state_dict of an older qflow wrote it: every weight as its float value.
+nn::StateDict as_older_float_file(const nn::StateDict& dict) {
+  nn::StateDict old = dict;
+  for (const auto& [key, value] : dict) {
+    if (!key.ends_with(".weight")) continue;
+    const std::string layer = key.substr(0, key.size() - 6);
+    old.insert_or_assign(key, quant::detail::dequantize_weight(value, dict.at(layer + "weight_scale"),
+                                                               dict.at(layer + "weight_zero_point")));
+  }
+  return old;
+}
+
+}  // namespace
+
+TEST(DeployStateDictTest, OlderFloatFilesUpgradeExactlyToTheIntegers) {
+  for (const QConfig& qc : {QConfig{}, QConfig{.scheme = Scheme::Affine, .per_layer = false}}) {
+    SCOPED_TRACE(qc.to_string());
+    const nn::StateDict current = deployed("lenet5", qc, 3, kLeNet)->state_dict();
+    nn::StateDict older = as_older_float_file(current);
+    EXPECT_TRUE(older.at("fc1.weight").is_floating_point());
+    EXPECT_EQ(upgrade_deploy_state_dict(older, qc), 5u);  // 2 convolutions, 3 linear layers
+    for (const auto& [key, value] : current) expect_identical(older.at(key), value, key);
+    // An up-to-date state_dict passes through unchanged.
+    nn::StateDict again = current;
+    EXPECT_EQ(upgrade_deploy_state_dict(again, qc), 0u);
+  }
+}
+
+TEST(DeployStateDictTest, UpgradeRefusesAWeightOffItsGrid) {
+  const nn::StateDict current = deployed("lenet5", {}, 3, kLeNet)->state_dict();
+  nn::StateDict older = as_older_float_file(current);
+  older.insert_or_assign("fc2.weight", older.at("fc2.weight") + older.at("fc2.weight_scale") * 0.25);
+  EXPECT_THAT(error_of([&] { upgrade_deploy_state_dict(older, {}); }),
+              HasSubstr("upgrade_deploy_state_dict: fc2.weight element 0 ("));
 }

@@ -153,6 +153,31 @@ TEST_F(ExportCliTest, DeployFromQatCheckpointAndFromDeployStateDict) {
   EXPECT_EQ(from_deploy, onnx::export_to_bytes(*q.deploy, randn({2, 1, 28, 28})).bytes);
 }
 
+TEST_F(ExportCliTest, OlderFloatDeployStateDictExportsTheSameFile) {
+  // Before deployed weights were integers, deploy.safetensors held them as floats on their
+  // grids; qflow-export converts them exactly and writes the same file.
+  const quant::QConfig qc{.per_layer = false};
+  const Quantized q = quantized_lenet(qc);
+  nn::StateDict older = q.deploy->state_dict();
+  for (const auto& [path, m] : q.deploy->named_modules()) {
+    if (const auto* d = dynamic_cast<const quant::DConv2d*>(m.get())) older.insert_or_assign(path + ".weight", d->float_weight());
+    if (const auto* d = dynamic_cast<const quant::DLinear*>(m.get())) older.insert_or_assign(path + ".weight", d->float_weight());
+  }
+  nn::save(older, path("older.safetensors"));
+  nn::save(q.deploy->state_dict(), path("deploy.safetensors"));
+  for (const char* ckpt : {"older.safetensors", "deploy.safetensors"}) {
+    const ToolRun r = run(std::string(kLenet) + " --stage deploy --per-channel --checkpoint " + path(ckpt) + " --out " +
+                          path(std::string(ckpt) + ".onnx"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    if (std::string(ckpt) == "older.safetensors") {
+      EXPECT_THAT(r.output, HasSubstr("; 5 float weights converted"));
+    }
+  }
+  EXPECT_EQ(read_file(path("older.safetensors.onnx")), read_file(path("deploy.safetensors.onnx")));
+  EXPECT_LT(std::filesystem::file_size(path("deploy.safetensors")),
+            std::filesystem::file_size(path("older.safetensors")) / 3);
+}
+
 TEST_F(ExportCliTest, TrainingCheckpointGivesItsModelWeights) {
   // qflow-train's last.safetensors: the model's entries under "model.", plus optimizer state.
   manual_seed(21);

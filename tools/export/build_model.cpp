@@ -101,11 +101,15 @@ BuiltModel build_model(const ExportCliOptions& o) {
             fmt::format("QAT checkpoint {}, deployed ({})", o.checkpoint, qc.to_string())};
   }
   // A deploy state_dict: one random batch gives the observers a range so the deploy pass can
-  // build the graph; every value is then replaced by the file's (strict load).
+  // build the graph; every value is then replaced by the file's (strict load). A file of an
+  // older qflow holds float weights, converted exactly to the integers the layers store now.
   quant::calibrate(*qat, std::vector<Tensor>{example});
   auto deploy = quant::dequantization_aware_training(*float_gm, *qat, example, qc);
+  const size_t upgraded = quant::upgrade_deploy_state_dict(sd, qc);
   deploy->load_state_dict(sd);
-  return {deploy, example, fmt::format("deploy checkpoint {} ({})", o.checkpoint, qc.to_string())};
+  return {deploy, example,
+          fmt::format("deploy checkpoint {} ({}{})", o.checkpoint, qc.to_string(),
+                      upgraded ? fmt::format("; {} float weights converted to their integers", upgraded) : "")};
 }
 
 }  // namespace qflow::tools

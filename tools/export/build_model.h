@@ -9,7 +9,9 @@
 //                        load → dequantization_aware_training (the QAT statistics deployed);
 //   *.input_scale        a deploy model's state_dict: the deploy graph is rebuilt from the
 //                        float model (QAT on one random batch, which only gives it its shape)
-//                        and every value is then loaded from the file, strictly;
+//                        and every value is then loaded from the file, strictly (an older
+//                        file's float weights converted exactly to their integers first,
+//                        quant::upgrade_deploy_state_dict);
 //   anything else        float weights: the float stage, or with --calibrate a deploy model by
 //                        post-training quantization (BN folded, observers calibrated on the
 //                        data set's test split).

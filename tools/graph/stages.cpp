@@ -56,7 +56,9 @@ std::shared_ptr<fx::GraphModule> StageContext::qat_graph() {
 std::shared_ptr<fx::GraphModule> StageContext::deploy_graph() {
   auto deploy = quant::dequantization_aware_training(*float_graph(), *qat_graph(), example_, qconfig_);
   if (quant_weights_ && weights_kind(*quant_weights_) == WeightsKind::Deploy) {
-    deploy->load_state_dict(*quant_weights_);
+    nn::StateDict weights = *quant_weights_;
+    quant::upgrade_deploy_state_dict(weights, qconfig_);  // float weights of an older qflow
+    deploy->load_state_dict(weights);
     quant::annotate_quant_meta(*deploy);
   }
   return deploy;

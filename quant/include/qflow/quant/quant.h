@@ -10,6 +10,7 @@
 //   QConv2d, QLinear, QConvBN    qconv.h, qlinear.h, qconvbn.h   QAT modules (Note [QAT module
 //                                              layout], Note [Folding BN during QAT])
 //   DConv2d, DLinear             deploy.h      deployable modules (Note [Deployed module layout])
+//   upgrade_deploy_state_dict    deploy_upgrade.h  float deploy weights of older files -> integers
 //   enable_fake_quant            quant_module.h   switch fake quantization in a whole tree
 //   quantization_aware_training, passes.h    the graph passes (Note [QAT rewrite]): float -> QAT,
 //   dequantization_aware_training,            QAT/PTQ -> deploy, PTQ preparation; PassSummary
@@ -47,6 +48,7 @@
 // The Q, D and observer modules are fx leaf modules (call_module nodes in a traced graph).
 #include "qflow/quant/calibrate.h"
 #include "qflow/quant/deploy.h"
+#include "qflow/quant/deploy_upgrade.h"
 #include "qflow/quant/fake_quantize.h"
 #include "qflow/quant/observer.h"
 #include "qflow/quant/passes.h"
