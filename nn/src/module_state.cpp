@@ -1,5 +1,7 @@
 // Module state: state_dict, load_state_dict and dtype conversion.
+#include <cstdint>
 #include <unordered_set>
+#include <utility>
 
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/nn/module.h"
@@ -50,10 +52,27 @@ void convert_in_place(const Tensor& t, DType dtype) {
 // Note [load_state_dict converts dtypes]
 // Like PyTorch's copy_, a load converts a tensor to the dtype of the module's (float64 weights
 // into float32 ones, integer counters into float), except where the conversion would change
-// the values' meaning: floating point values into integers (truncated; a float deploy weight
-// into an int8 one would become garbage), or integers into another integer type (uint8 grid
-// values into int8 ones wrap). Those are refused with both dtypes.
-bool converts_exactly(DType from, DType to) { return from == to || is_floating(to); }
+// the values' meaning: floating point values into integers (truncated: a float deploy weight
+// copied into an int8 one would become garbage) and integers into a type that does not hold
+// all of them (uint8 grid values into int8 wrap around). Those are refused with both dtypes
+// and shapes; widening integers (int32 into int64, bool into uint8) is exact and allowed.
+bool converts_exactly(DType from, DType to) {
+  if (from == to || is_floating(to)) return true;
+  if (is_floating(from)) return false;
+  // [min, max] of each integral type, bool included.
+  const auto range = [](DType t) -> std::pair<int64_t, int64_t> {
+    switch (t) {
+      case DType::Bool: return {0, 1};
+      case DType::UInt8: return {0, 255};
+      case DType::Int8: return {-128, 127};
+      case DType::Int32: return {INT32_MIN, INT32_MAX};
+      default: return {INT64_MIN, INT64_MAX};
+    }
+  };
+  const auto [from_min, from_max] = range(from);
+  const auto [to_min, to_max] = range(to);
+  return to_min <= from_min && from_max <= to_max;
+}
 
 }  // namespace
 

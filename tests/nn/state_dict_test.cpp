@@ -104,6 +104,20 @@ TEST(StateDictTest, LoadConvertsDtypesLikeCopy) {
   EXPECT_EQ(to_vector<float>(m.bias), (std::vector<float>{1, 2}));
 }
 
+TEST(StateDictTest, LoadRefusesConversionsThatChangeValues) {
+  // See Note [load_state_dict converts dtypes]: integers widen, floats never become integers.
+  Affine m(2);
+  m.load_state_dict({{"weight", ones({2})}, {"bias", zeros({2})}, {"calls", from_vector<int32_t>({7})}});
+  EXPECT_EQ(to_vector<int64_t>(m.calls), (std::vector<int64_t>{7}));
+  EXPECT_EQ(error_of([&] {
+              m.load_state_dict({{"weight", ones({2})}, {"bias", zeros({2})}, {"calls", from_vector<float>({4.5f})}});
+            }),
+            "load_state_dict: error(s) in loading state_dict for Affine:\n"
+            "  dtype mismatch for calls: copying a float32 tensor of shape [1] from the state_dict into the module's "
+            "int64 tensor of shape [1] would change its values");
+  EXPECT_EQ(to_vector<int64_t>(m.calls), (std::vector<int64_t>{7}));  // nothing copied
+}
+
 TEST(ContainerTest, SequentialChainsChildrenAndIndexes) {
   Sequential seq(Affine(2), std::make_shared<Affine>(2));
   fill(seq.at<Affine>(0)->weight, 3.0f);
