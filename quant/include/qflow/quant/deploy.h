@@ -7,7 +7,8 @@
 // in any mode.
 //
 // Note [Deployed module layout]
-// Parameters: weight, bias (float; for a folded QConvBN always present).
+// Parameters: weight (integers need no gradient: nothing trains a deployed model), bias
+// (float; for a folded QConvBN always present).
 // Buffers: input_scale, input_zero_point ((1): activations are quantized per tensor),
 // weight_scale, weight_zero_point ((1), or (C) for per-channel QConfigs) — the grid of weight.
 // `weight` holds the grid integers q, as PyTorch's quantized modules hold int8 weights: the
@@ -26,9 +27,9 @@
 // with nonzero weights. So a deploy state_dict is about 4x smaller than the float model's, and
 // the stored integers are the ones an exporter writes (int8/uint8 initializers, Note [Q/DQ
 // export]). Loading is strict: a file's weight must have the layer's integer type
-// (load_state_dict refuses float values for integers, Note [load_state_dict converts dtypes]),
-// so a deploy state_dict written before weights were integers must be deployed again from its
-// QAT checkpoint.
+// (load_state_dict refuses float values for integers, Note [load_state_dict converts dtypes]);
+// a deploy state_dict written before weights were integers holds them as floats on their grid,
+// which quant::upgrade_deploy_state_dict converts exactly (deploy_upgrade.h) before the load.
 // A scale of 0 means "not quantized" (a source module whose fake quantization was disabled).
 // Built from a trained Q module by the static factories below; their eval outputs equal the Q
 // module's eval outputs (same operations on the same values).
