@@ -235,6 +235,12 @@ TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
   EXPECT_EQ(table_accuracy(resumed, "deploy"), table_accuracy(out, "deploy"));
   EXPECT_EQ(to_vector<float>(nn::load(straight + "/deploy.safetensors").at("conv1.weight_scale")),
             to_vector<float>(nn::load(split + "/deploy.safetensors").at("conv1.weight_scale")));
+  // Its weights are the integers of their grids (Note [Deployed module layout]): uint8 here.
+  const Tensor deployed_weight = nn::load(straight + "/deploy.safetensors").at("conv1.weight");
+  EXPECT_EQ(deployed_weight.dtype(), DType::UInt8);
+  EXPECT_EQ(to_vector<uint8_t>(deployed_weight),
+            to_vector<uint8_t>(nn::load(split + "/deploy.safetensors").at("conv1.weight")));
+  EXPECT_THAT(out, ::testing::HasSubstr("deploy model (BN folded, weights as the integers of their grids) saved to"));
   // --eval-only evaluates the best QAT weights and deploys them again.
   ASSERT_EQ(run_train(split, qat + " --eval-only"), 0);
   EXPECT_GT(table_accuracy(read_text(split + ".out"), "deploy"), 0.0);
