@@ -24,17 +24,10 @@ DType input_integer_type(const QConfig& qconfig) {
 
 const IntegerForm& IntegerFormCache::get(const DeployedTensors& t, const QConfig& qconfig,
                                          const std::optional<OutputGrid>& grid, const std::string& layer_unsupported) {
-  std::vector<std::pair<const void*, uint64_t>> key;
-  const auto note = [&key](const Tensor& x) {
-    const Storage* s = x.defined() ? x.impl()->storage().get() : nullptr;
-    key.emplace_back(s, s ? s->version() : 0);
-  };
-  for (const Tensor* x : {&t.weight, &t.bias, &t.input_scale, &t.input_zero_point, &t.weight_scale,
-                          &t.weight_zero_point})
-    note(*x);
-  note(grid ? grid->scale : Tensor());
-  note(grid ? grid->zero_point : Tensor());
-  if (!key_.empty() && key == key_) return form_;
+  const Tensor none;
+  StorageVersions key({&t.weight, &t.bias, &t.input_scale, &t.input_zero_point, &t.weight_scale, &t.weight_zero_point,
+                       grid ? &grid->scale : &none, grid ? &grid->zero_point : &none});
+  if (key == key_) return form_;  // a default key_ (nothing computed yet) equals no real key
 
   NoGradGuard no_grad;
   IntegerForm f;

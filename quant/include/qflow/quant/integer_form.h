@@ -10,6 +10,7 @@
 
 #include "qflow/core/conv_ops.h"
 #include "qflow/quant/qconfig.h"
+#include "qflow/quant/storage_versions.h"
 
 namespace qflow::quant::detail {
 
@@ -54,7 +55,7 @@ class IntegerFormCache {
                          const std::string& layer_unsupported);
 
  private:
-  std::vector<std::pair<const void*, uint64_t>> key_;  // storage and version of every source
+  StorageVersions key_;  // of every source tensor
   IntegerForm form_;
 };
 
