@@ -42,12 +42,16 @@
 // cannot express the layer (more than 8 bits, a weight zero point or weights that are not
 // int8, a zero scale, padding="same") it runs the float simulation, and integer_unsupported()
 // says why. Between layers the activations stay in the kernels' layout (nhwc on oneDNN), so
-// neither quantize nor the convolution reorders them. quant::chain_integer_layers goes further:
+// neither quantize nor the convolution reorders them. quant::fuse_integer_layers goes further:
 // a layer whose only consumer is another integer layer requantizes its output onto that layer's
 // input grid inside the kernel (requantize_output), the consumer taking the integers as they
 // are — the uint8 tensor between them is exactly what the consumer's quantize would have made,
 // up to the float rounding of the scaling. A layer given integers checks they are of its input
-// type; the float simulation dequantizes them first.
+// type; the float simulation dequantizes them first. The residual stream of a ResNet stays
+// float32 (the QAT model adds in float, with no observer after the add): a block's last
+// convolution adds it before its ReLU, and where the residual is a fresh tensor nothing reads
+// afterwards (every block of the zoo's ResNets) it sums into the residual's own bytes
+// (add_residual_in_place, quantized_conv2d_add_), which lets oneDNN run its faster kernels.
 #include "qflow/nn/layers/conv.h"
 #include "qflow/nn/layers/linear.h"
 #include "qflow/quant/deployed_weight.h"
@@ -78,7 +82,7 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   /// quantized_conv2d(quantize(x), the weight's int8 grid values) (Note [Integer activations]).
   Tensor forward(const Tensor& x) override;
   /// (x, residual): forward(x) + residual before the fused ReLU — a ResNet block's add, which
-  /// the integer kernel makes as a post-op (quant::chain_integer_layers installs it).
+  /// the integer kernel makes as a post-op (quant::fuse_integer_layers installs it).
   TensorList forward_list(const TensorList& inputs) override;
   std::string extra_repr() const override;
   const nn::Conv2dOptions& options() const { return options_; }
