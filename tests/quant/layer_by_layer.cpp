@@ -1,0 +1,107 @@
+// compare_layer_inputs: see layer_by_layer.h.
+#include "quant/layer_by_layer.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "qflow/fx/interpreter.h"
+#include "qflow/qflow.h"
+#include "qflow/quant/deploy.h"
+#include "qflow/quant/fake_quantize.h"
+
+namespace pass_test {
+
+using namespace qflow;
+
+namespace {
+
+// The input grid of a deployed layer, or nothing for any other module.
+struct InputGrid {
+  Tensor scale, zero_point;
+  quant::QConfig qconfig;
+  bool integer = false;
+};
+
+std::optional<InputGrid> input_grid(const nn::ModulePtr& m) {
+  if (auto c = std::dynamic_pointer_cast<quant::DConv2d>(m))
+    return InputGrid{c->input_scale, c->input_zero_point, c->qconfig(), c->runs_integer()};
+  if (auto l = std::dynamic_pointer_cast<quant::DLinear>(m))
+    return InputGrid{l->input_scale, l->input_zero_point, l->qconfig(), l->runs_integer()};
+  return std::nullopt;
+}
+
+std::vector<int64_t> integers_of(const Tensor& t) { return to_vector<int64_t>(t.contiguous().to(DType::Int64)); }
+
+// The simulation: every node's outputs, kept past their last use.
+class Recorder : public fx::Interpreter {
+ public:
+  using Interpreter::Interpreter;
+  std::unordered_map<const fx::Node*, Stack> values;
+
+ protected:
+  Stack run_node(fx::Node& n) override {
+    Stack out = Interpreter::run_node(n);
+    values[&n] = out;
+    return out;
+  }
+};
+
+// The integer model, each deployed layer fed the simulation's inputs; compares what reaches
+// each deployed layer with the simulation's value there.
+class Lockstep : public fx::Interpreter {
+ public:
+  Lockstep(fx::GraphModule& gm, const std::unordered_map<const fx::Node*, Stack>& simulated)
+      : Interpreter(gm), simulated_(simulated) {}
+  std::vector<LayerInputIntegers> layers;
+
+ protected:
+  Stack call_module(fx::Node& n, const Stack& args, const fx::ValueKwargs& kwargs) override {
+    const auto grid = input_grid(module().get_submodule(n.target()));
+    if (!grid) return Interpreter::call_module(n, args, kwargs);
+    Stack fed = args;
+    for (size_t i = 0; i < n.args().size(); ++i)
+      if (const fx::Node* in = n.args()[i].node()) fed[i] = simulated_.at(in).at(0);
+    layers.push_back(compare(n, *grid, args.at(0).tensor(), fed.at(0).tensor()));
+    return Interpreter::call_module(n, fed, kwargs);
+  }
+
+ private:
+  static LayerInputIntegers compare(const fx::Node& n, const InputGrid& g, const Tensor& reached, const Tensor& simulated) {
+    const quant::QConfig& qc = g.qconfig;
+    const DType type = quant::detail::input_integer_type(qc);
+    const auto quantized = [&](const Tensor& x) {
+      return quant::quantize(x, g.scale, g.zero_point, qc.quant_min(), qc.quant_max(), 0, type);
+    };
+    const bool given_integers = reached.dtype() == DType::UInt8 || reached.dtype() == DType::Int8;
+    const std::vector<int64_t> got = integers_of(given_integers ? reached : quantized(reached));
+    const std::vector<int64_t> want = integers_of(quantized(simulated));
+    const std::vector<double> value = to_vector<double>(simulated.contiguous().to(DType::Float64));
+    const double scale = g.scale.item<double>();
+    LayerInputIntegers r{.node = n.name(), .integer = g.integer, .elements = static_cast<int64_t>(got.size())};
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] == want[i]) continue;
+      ++r.differ;
+      if (std::abs(got[i] - want[i]) > 1) ++r.differ_by_more_than_one;
+      const double steps = value[i] / scale;
+      r.tie_distance = std::max(r.tie_distance, std::abs(steps - std::floor(steps) - 0.5));
+    }
+    return r;
+  }
+
+  const std::unordered_map<const fx::Node*, Stack>& simulated_;
+};
+
+}  // namespace
+
+std::vector<LayerInputIntegers> compare_layer_inputs(fx::GraphModule& deploy, const Tensor& x) {
+  NoGradGuard no_grad;
+  quant::set_integer(deploy, false);
+  Recorder simulation(deploy);
+  simulation.run(x);
+  quant::set_integer(deploy, true);
+  Lockstep integer(deploy, simulation.values);
+  integer.run(x);
+  return integer.layers;
+}
+
+}  // namespace pass_test
