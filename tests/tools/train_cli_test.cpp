@@ -196,11 +196,12 @@ TEST(TrainCliTest, HelpStatesTheRecipeDefaults) {
 
 namespace {
 
-// "| lenet5 | QAT    | 8    | affine    | google  | yes       | 71.09%   |" → the accuracy of a
-// results-table row, or -1 when the output has no such row.
+// "| lenet5 | QAT    | 8    | affine | google  | yes       | 71.09%   | -   | -   |" → the accuracy
+// (7th column) of a results-table row, or -1 when the output has no such row. `stage` is a
+// regex ("deploy \\(int8\\)").
 double table_accuracy(const std::string& output, const std::string& stage) {
   std::smatch m;
-  const std::regex row("\\| lenet5 \\| " + stage + " *\\|[^\\n]*\\| ([0-9.]+)% *\\|");
+  const std::regex row("\\| lenet5 \\| " + stage + " *\\|(?:[^|\\n]*\\|){4} ([0-9.]+)% *\\|");
   return std::regex_search(output, m, row) ? std::stod(m[1]) : -1.0;
 }
 
@@ -227,12 +228,15 @@ TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
   EXPECT_THAT(out, ::testing::HasSubstr("quantization_aware_training: QConfig(bits=8, scheme=affine, formula=google, "
                                         "per_layer=true, momentum=0.9, ste=pure)"));
   EXPECT_THAT(out, ::testing::HasSubstr("5 replaced (2 QConv2d, 3 QLinear)"));
-  EXPECT_THAT(out, ::testing::HasSubstr("| model  | stage  | bits | scheme | formula | per-layer | accuracy |\n"));
-  EXPECT_TRUE(has_row(out, "| lenet5 | QAT    | 8    | affine | google  | yes       |")) << out;
-  EXPECT_TRUE(has_row(out, "| lenet5 | deploy | 8    | affine | google  | yes       |")) << out;
-  EXPECT_GT(table_accuracy(out, "deploy"), 0.0);
+  EXPECT_THAT(out, ::testing::HasSubstr("| model  | stage          | bits | scheme | formula | per-layer | accuracy | "
+                                        "float simulation | same argmax |\n"));
+  EXPECT_TRUE(has_row(out, "| lenet5 | QAT            | 8    | affine | google  | yes       |")) << out;
+  // Affine weights have a zero point, which oneDNN's integer kernels refuse: the deploy model
+  // runs its float simulation, and its row says so.
+  EXPECT_TRUE(has_row(out, "| lenet5 | deploy (float) | 8    | affine | google  | yes       |")) << out;
+  EXPECT_GT(table_accuracy(out, "deploy \\(float\\)"), 0.0);
   EXPECT_EQ(table_accuracy(resumed, "QAT"), table_accuracy(out, "QAT"));
-  EXPECT_EQ(table_accuracy(resumed, "deploy"), table_accuracy(out, "deploy"));
+  EXPECT_EQ(table_accuracy(resumed, "deploy \\(float\\)"), table_accuracy(out, "deploy \\(float\\)"));
   EXPECT_EQ(to_vector<float>(nn::load(straight + "/deploy.safetensors").at("conv1.weight_scale")),
             to_vector<float>(nn::load(split + "/deploy.safetensors").at("conv1.weight_scale")));
   // Its weights are the integers of their grids (Note [Deployed module layout]): uint8 here.
@@ -243,7 +247,7 @@ TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
   EXPECT_THAT(out, ::testing::HasSubstr("deploy model (BN folded, weights as the integers of their grids) saved to"));
   // --eval-only evaluates the best QAT weights and deploys them again.
   ASSERT_EQ(run_train(split, qat + " --eval-only"), 0);
-  EXPECT_GT(table_accuracy(read_text(split + ".out"), "deploy"), 0.0);
+  EXPECT_GT(table_accuracy(read_text(split + ".out"), "deploy \\(float\\)"), 0.0);
   // Resuming with other quantization flags is refused.
   EXPECT_NE(run_train(split, "--qat --resume"), 0);
   EXPECT_THAT(read_text(split + ".out"), ::testing::HasSubstr("was trained with quantization 'qat QConfig(bits=8, "
@@ -302,16 +306,16 @@ TEST(TrainCliTest, QatFromAFloatCheckpointWithPtqReportsEveryStage) {
   const std::string out = read_text(q + ".out");
   // The float row is the checkpoint's own accuracy, measured before QAT starts.
   EXPECT_DOUBLE_EQ(table_accuracy(out, "float"), std::stod(best[1]));
-  EXPECT_TRUE(has_row(out, "| lenet5 | float  | 32   | -         | -         | -         |")) << out;
-  EXPECT_TRUE(has_row(out, "| lenet5 | QAT    | 6    | symmetric | cambricon | no        |")) << out;
-  EXPECT_TRUE(has_row(out, "| lenet5 | deploy | 6    | symmetric | cambricon | no        |")) << out;
-  EXPECT_TRUE(has_row(out, "| lenet5 | PTQ    | 6    | symmetric | cambricon | no        |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | float         | 32   | -         | -         | -         |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | QAT           | 6    | symmetric | cambricon | no        |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | deploy (int8) | 6    | symmetric | cambricon | no        |")) << out;
+  EXPECT_TRUE(has_row(out, "| lenet5 | PTQ (int8)    | 6    | symmetric | cambricon | no        |")) << out;
   EXPECT_THAT(out, ::testing::HasSubstr("qflow-train: PTQ model calibrated on 2 training batches"));
   // A float run with --ptq reports float and PTQ.
   ASSERT_EQ(run_train(fp, "--eval-only --weights " + fp + "/best.safetensors --ptq"), 0);
   const std::string ptq = read_text(fp + ".out");
   EXPECT_DOUBLE_EQ(table_accuracy(ptq, "float"), std::stod(best[1]));
-  EXPECT_TRUE(has_row(ptq, "| lenet5 | PTQ   | 8    | symmetric | google  | yes       |")) << ptq;
+  EXPECT_TRUE(has_row(ptq, "| lenet5 | PTQ (int8) | 8    | symmetric | google  | yes       |")) << ptq;
   // Invalid combinations are refused before any training.
   EXPECT_NE(run_train(q, "--qat --scheme affine --formula cambricon"), 0);
   EXPECT_THAT(read_text(q + ".out"), ::testing::HasSubstr("cambricon"));

@@ -46,6 +46,12 @@ std::string temporary_for(const std::string& path) {
   return (p.parent_path() / fmt::format(".{}.tmp", p.filename().string())).string();
 }
 
+std::string to_csv(const EpochRecord& r) {
+  return fmt::format("{},{:.6f},{:.4f},{:.6f},{:.4f},{:.8g},{:.1f},{:.2f}", r.epoch, r.train_loss, r.train_acc, r.test_loss,
+                     r.test_acc, r.lr, r.images_per_s, r.seconds);
+}
+}  // namespace
+
 void replace_file(const std::string& path, const std::string& text) {
   const std::string temp = temporary_for(path);
   {
@@ -55,12 +61,6 @@ void replace_file(const std::string& path, const std::string& text) {
   }
   std::filesystem::rename(temp, path);
 }
-
-std::string to_csv(const EpochRecord& r) {
-  return fmt::format("{},{:.6f},{:.4f},{:.6f},{:.4f},{:.8g},{:.1f},{:.2f}", r.epoch, r.train_loss, r.train_acc, r.test_loss,
-                     r.test_acc, r.lr, r.images_per_s, r.seconds);
-}
-}  // namespace
 
 RunLog::RunLog(std::string dir, bool resume, int64_t epochs_done) : dir_(std::move(dir)) {
   std::filesystem::create_directories(dir_);

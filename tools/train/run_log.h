@@ -12,6 +12,10 @@ struct EpochRecord {
   double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0, lr = 0, images_per_s = 0, seconds = 0;
 };
 
+/// Writes `text` to `path` through a hidden temporary beside it and a rename: a run killed while
+/// writing leaves the previous file whole.
+void replace_file(const std::string& path, const std::string& text);
+
 class RunLog {
  public:
   /// Opens (or, with `resume`, continues) the logs in `dir`, keeping records up to `epochs_done`.

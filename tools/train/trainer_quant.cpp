@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "qflow/fx/fx.h"
+#include "integer_agreement.h"
 #include "quant_report.h"
 #include "trainer.h"
 
@@ -83,19 +84,26 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
   if (!o_.qat && !o_.ptq) return;
   const quant::QConfig qconfig = o_.qconfig();
   const auto accuracy = [&](nn::Module& m) { return evaluate(m, *test_loader_).accuracy; };
+  // A deployed model's row: in integers, beside its float simulation on the same images.
+  const auto integer_result = [&](const std::string& stage, std::shared_ptr<fx::GraphModule> deploy) {
+    const IntegerAgreement a = measure_integer_agreement(*integer_model(std::move(deploy)), *test_loader_);
+    fmt::print("qflow-train: {} in integers: accuracy {:.2f}%, float simulation {:.2f}%, same argmax on {:.2f}% of {} "
+               "test images\n", stage, a.integer_accuracy, a.simulated_accuracy, a.same_argmax, a.images);
+    return integer_row(stage, qconfig, a);
+  };
   std::vector<ResultRow> rows;
   if (o_.qat) {
-    if (float_acc_) rows.push_back({"float", std::nullopt, *float_acc_});
-    rows.push_back({"QAT", qconfig, last ? last->accuracy : accuracy(*model_)});
+    if (float_acc_) rows.push_back({.stage = "float", .accuracy = *float_acc_});
+    rows.push_back({.stage = "QAT", .qconfig = qconfig, .accuracy = last ? last->accuracy : accuracy(*model_)});
     const auto qat = std::dynamic_pointer_cast<fx::GraphModule>(model_);
     auto deploy = quant::dequantization_aware_training(*float_gm_, *qat, example_, qconfig);
     const std::string file = (std::filesystem::path(o_.checkpoint_dir) / "deploy.safetensors").string();
     std::filesystem::create_directories(o_.checkpoint_dir);
     nn::save(deploy->state_dict(), file);
     fmt::print("qflow-train: deploy model (BN folded, weights as the integers of their grids) saved to {}\n", file);
-    rows.push_back({"deploy", qconfig, accuracy(*integer_model(deploy))});
+    rows.push_back(integer_result("deploy", deploy));
   } else {
-    rows.push_back({"float", std::nullopt, last ? last->accuracy : accuracy(*model_)});
+    rows.push_back({.stage = "float", .accuracy = last ? last->accuracy : accuracy(*model_)});
   }
   if (o_.ptq) {
     auto ptq = quant::prepare_ptq(*float_gm_, example_, qconfig);
@@ -103,9 +111,10 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
                                                .num_workers = o_.workers, .transform = data_.test_transform});
     const int64_t batches = quant::calibrate(*ptq, calibration, o_.calib_batches);
     auto deploy = quant::dequantization_aware_training(*float_gm_, *ptq, example_, qconfig);
-    rows.push_back({"PTQ", qconfig, accuracy(*integer_model(deploy))});
+    rows.push_back(integer_result("PTQ", deploy));
     fmt::print("qflow-train: PTQ model calibrated on {} training batches\n", batches);
   }
+  write_results(o_.checkpoint_dir, o_.model, rows, static_cast<int64_t>(test_loader_->dataset().size()));
   fmt::print("\n{}", results_table(o_.model, rows));
 }
 
