@@ -32,7 +32,17 @@ std::optional<InputGrid> input_grid(const nn::ModulePtr& m) {
 
 std::vector<int64_t> integers_of(const Tensor& t) { return to_vector<int64_t>(t.contiguous().to(DType::Int64)); }
 
-// The simulation: every node's outputs, kept past their last use.
+// A copy of a value's tensors: a layer may write its input (a residual summed in place,
+// Note [Integer activations]), and the recorded simulation must stay as it was computed.
+Value copy_of(const Value& v) {
+  if (v.is_tensor()) return Value(v.tensor().defined() ? v.tensor().clone() : Tensor());
+  if (!v.is_tensor_list()) return v;
+  TensorList list;
+  for (const Tensor& t : v.tensor_list()) list.push_back(t.defined() ? t.clone() : Tensor());
+  return Value(std::move(list));
+}
+
+// The simulation: a copy of every node's outputs, kept past their last use.
 class Recorder : public fx::Interpreter {
  public:
   using Interpreter::Interpreter;
@@ -41,7 +51,8 @@ class Recorder : public fx::Interpreter {
  protected:
   Stack run_node(fx::Node& n) override {
     Stack out = Interpreter::run_node(n);
-    values[&n] = out;
+    Stack& kept = values[&n];
+    for (const Value& v : out) kept.push_back(copy_of(v));
     return out;
   }
 };
@@ -60,7 +71,7 @@ class Lockstep : public fx::Interpreter {
     if (!grid) return Interpreter::call_module(n, args, kwargs);
     Stack fed = args;
     for (size_t i = 0; i < n.args().size(); ++i)
-      if (const fx::Node* in = n.args()[i].node()) fed[i] = simulated_.at(in).at(0);
+      if (const fx::Node* in = n.args()[i].node()) fed[i] = copy_of(simulated_.at(in).at(0));
     layers.push_back(compare(n, *grid, args.at(0).tensor(), fed.at(0).tensor()));
     return Interpreter::call_module(n, fed, kwargs);
   }
