@@ -39,8 +39,8 @@ std::pair<size_t, size_t> integer_layers_of(nn::Module& m) {
 // images, 2 steps), which amplifies a single step: measured on this test's batch, in the three
 // convolution settings ctest runs (oneDNN auto and direct, im2col), one to six flipped integers
 // out of millions moved ResNet18's logits by up to 4.0 % of their scale, MobileNetV2's (58
-// layers, 34 of them chained in integers) by up to 8.7 %. LeNet5 chains nothing (pooling and
-// linear layers take float) and hit no tie: 1.2e-7, float rounding.
+// layers, 34 of them chained in integers) by up to 8.7 %. LeNet5 chains nothing (its
+// convolutions feed max-pooling, and linear layers write float) and hit no tie: 1.2e-7.
 double logits_tolerance(const std::string& model) {
   if (model == "lenet5") return 1e-5;
   return model == "mobilenet_v2" ? 0.15 : 0.06;
@@ -49,7 +49,8 @@ double logits_tolerance(const std::string& model) {
 // "Except at exact ties": the simulation's value of an integer that differs sits this close to
 // the midpoint between the two integers, in steps of the grid. Its float32 sums carry relative
 // errors near 1e-6, and a grid has at most 255 steps: well under 1e-3 of a step (measured:
-// 1e-5 at most); a real disagreement, a value rounded the wrong way, sits ~0.5 steps away.
+// 1e-5 at most). An integer wrong for any other reason (a wrong scale, bias or rounding) comes
+// from a value anywhere in its step, nearly always farther from the midpoint than that.
 constexpr double kTieSteps = 1e-3;
 
 }  // namespace
