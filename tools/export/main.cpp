@@ -25,7 +25,9 @@ void write_floats(const std::filesystem::path& path, const Tensor& t) {
   QFLOW_CHECK(f.good(), "cannot write {}", path.string());
 }
 
-/// --save-example: a seeded batch and qflow's output on it, for checking the file elsewhere.
+/// --save-example: a seeded batch and qflow's output on it, for checking the file elsewhere. A
+/// deploy model answers with its float simulation, the function its Q/DQ graph describes (Note
+/// [Q/DQ export]); its integer kernels sum exactly and can land one step away at rounding ties.
 void save_example(const ExportCliOptions& o, fx::GraphModule& gm, const std::string& onnx_file) {
   const std::filesystem::path dir = o.save_example;
   std::filesystem::create_directories(dir);
@@ -35,7 +37,9 @@ void save_example(const ExportCliOptions& o, fx::GraphModule& gm, const std::str
   {
     NoGradGuard no_grad;
     gm.eval();
+    const bool simulated = quant::set_integer(gm, false) > 0;
     y = gm(x);
+    if (simulated) quant::set_integer(gm, true);
   }
   write_floats(dir / "input.bin", x);
   write_floats(dir / "expected.bin", y);
