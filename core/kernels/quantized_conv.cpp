@@ -114,20 +114,32 @@ Tensor reference_conv(const ConvGeometry& g, const Stack& a, const Tensor& scale
 
 // The input and the addend may come in an opaque layout (the previous layer's nhwc output);
 // every other argument is plain.
-Stack quantized_conv_kernel(Stack& a) {
+// quantized_conv2d's arguments as both kernels read them: every tensor but the input and the
+// addend plain (those two may come in the previous layer's opaque layout), the geometry checked,
+// the per-layer tensors contiguous and the scales as values.
+struct IntegerConvArgs {
+  ConvGeometry g;
+  Tensor w, scale, bias;
+  std::vector<float> scales;
+};
+
+IntegerConvArgs read_args(Stack& a) {
   for (size_t i = 1; i < a.size(); ++i)
     if (i != kAdd && a[i].is_tensor() && a[i].tensor().defined()) a[i].tensor().impl()->make_plain();
-  const ConvGeometry g = quantized_conv_geometry(a);
-  const Tensor w = contiguous(a[1].tensor());
-  const Tensor scale = contiguous(a[2].tensor());
-  const Tensor bias = optional_tensor(a[3]).defined() ? contiguous(a[3].tensor()) : Tensor();
+  IntegerConvArgs r{quantized_conv_geometry(a), contiguous(a[1].tensor()), contiguous(a[2].tensor()),
+                    optional_tensor(a[3]).defined() ? contiguous(a[3].tensor()) : Tensor(), {}};
+  r.scales.assign(r.scale.data_ptr<float>(), r.scale.data_ptr<float>() + r.scale.numel());
+  return r;
+}
+
+Stack quantized_conv_kernel(Stack& a) {
+  const IntegerConvArgs c = read_args(a);
   const Tensor addend = optional_tensor(a[kAdd]);
   const bool relu = a[9].to_bool();
-  const std::vector<float> scales(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel());
-  if (onednn::handles_int8(g, scales))
-    return out(onednn::conv2d_int8(g, a[0].tensor(), a[4].to_int(), w, scales, bias, relu, addend, output_of(a)));
+  if (onednn::handles_int8(c.g, c.scales))
+    return out(onednn::conv2d_int8(c.g, a[0].tensor(), a[4].to_int(), c.w, c.scales, c.bias, relu, addend, output_of(a)));
   make_plain_args(a);
-  return out(reference_conv(g, a, scale, bias, relu, addend));
+  return out(reference_conv(c.g, a, c.scale, c.bias, relu, addend));
 }
 
 // quantized_conv2d_add_(self, input, weight, output_scale, bias?, input_zero_point, stride,
@@ -148,22 +160,15 @@ std::vector<TensorMeta> quantized_conv_add_meta(const Stack& a) {
 // in the kernel's float32 layout (the direct kernels run it; a binary add would take slower
 // ones); otherwise the out-of-place result is copied into self.
 Stack quantized_conv_add_kernel(Stack& a) {
-  for (size_t i = 2; i < a.size(); ++i)
-    if (a[i].is_tensor() && a[i].tensor().defined()) a[i].tensor().impl()->make_plain();
   Stack b = as_quantized_conv_args(a);
   Tensor& self = a[0].tensor();
-  const ConvGeometry g = quantized_conv_geometry(b);
-  const Tensor w = contiguous(b[1].tensor());
-  const Tensor scale = contiguous(b[2].tensor());
-  const Tensor bias = optional_tensor(b[3]).defined() ? contiguous(b[3].tensor()) : Tensor();
-  const std::vector<float> scales(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel());
-  if (onednn::handles_int8(g, scales) &&
-      onednn::conv2d_int8_accumulate(g, b[0].tensor(), b[4].to_int(), w, scales, bias, b[9].to_bool(), self)) {
+  const IntegerConvArgs c = read_args(b);
+  if (onednn::handles_int8(c.g, c.scales) &&
+      onednn::conv2d_int8_accumulate(c.g, b[0].tensor(), b[4].to_int(), c.w, c.scales, c.bias, b[9].to_bool(), self)) {
     self.impl()->storage()->bump_version();
     return out(self);
   }
-  const Tensor y = quantized_conv_kernel(b)[0].tensor();
-  self.copy_(y);
+  self.copy_(quantized_conv_kernel(b)[0].tensor());
   return out(self);
 }
 
