@@ -31,7 +31,7 @@ endif()
 # files (no central list to edit). A static library would drop such object files, so each
 # layer is built as an OBJECT library, packed into its static library for users, and
 # in-tree executables link the objects of every layer directly. See Note [Op registration].
-set(QFLOW_LAYERS core autograd nn fx quant data models onnx)
+set(QFLOW_LAYERS core autograd nn fx quant data models onnx distributed)
 function(qflow_link_layers target)
   foreach(layer IN LISTS QFLOW_LAYERS)
     target_link_libraries(${target} PRIVATE qflow_${layer})

@@ -9,6 +9,8 @@ find_package(ZLIB REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 # oneDNN (libdnnl-dev, OpenMP runtime): float32 convolutions, see Note [oneDNN convolution].
 find_package(dnnl REQUIRED CONFIG)
+# Open MPI (openmpi-bin, libopenmpi-dev): data-parallel training, see Note [Process group].
+find_package(MPI REQUIRED COMPONENTS CXX)
 if(QFLOW_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

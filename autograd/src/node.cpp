@@ -50,6 +50,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     NoGradGuard no_grad;
     meta.grad.add_(g);
   }
+  // Copied: a hook may register or remove hooks (Note [Post-accumulate-grad hooks]).
+  if (!meta.post_accumulate_grad_hooks.empty()) {
+    const auto hooks = meta.post_accumulate_grad_hooks;
+    for (const auto& [id, hook] : hooks) hook(leaf_);
+  }
   return {};
 }
 

@@ -146,12 +146,13 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   QFLOW_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got {}", options_.batch_size);
   QFLOW_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be >= 0, got {}", options_.num_workers);
   QFLOW_CHECK(options_.prefetch >= 1, "DataLoader: prefetch must be >= 1, got {}", options_.prefetch);
+  options_.sampler.validate();
 }
 
 DataLoader::~DataLoader() { stop_epoch(); }
 
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size(), bs = options_.batch_size;
+  const int64_t n = options_.sampler.shard_size(dataset_->size()), bs = options_.batch_size;
   return options_.drop_last ? n / bs : (n + bs - 1) / bs;
 }
 
@@ -163,7 +164,7 @@ void DataLoader::start_epoch() {
   auto e = std::make_unique<Epoch>();
   e->dataset = dataset_.get();
   e->transform = options_.transform.get();
-  e->order = epoch_order(dataset_->size(), options_.shuffle, epoch_seed);
+  e->order = options_.sampler.shard(epoch_order(dataset_->size(), options_.shuffle, epoch_seed));
   e->batch_size = options_.batch_size;
   e->num_batches = size();
   e->transform_seed = mix_seed(epoch_seed, kTransformStream);

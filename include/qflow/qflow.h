@@ -15,3 +15,4 @@
 #include "qflow/models/models.h"
 #include "qflow/quant/quant.h"
 #include "qflow/onnx/export.h"
+#include "qflow/distributed/distributed.h"

@@ -46,6 +46,11 @@ void Observer::store(const Tensor& min, const Tensor& max) {
   count.add_(1);
 }
 
+Range Observer::synchronized(Range r) const {
+  if (range_sync_) range_sync_(r.min, r.max);
+  return r;
+}
+
 std::string Observer::describe() const {
   const QConfig& qc = options_.qconfig;
   std::string s = fmt::format("bits={}, scheme={}, formula={}", qc.bits, to_string(qc.scheme), to_string(qc.formula));
@@ -64,7 +69,7 @@ Tensor MinMaxObserver::forward(const Tensor& x) {
   const int64_t channels = options().channels;
   QFLOW_CHECK(channels == 0 || (x.dim() >= 1 && x.sizes()[0] == channels),
               "MinMaxObserver: expected {} channels along axis 0, got a tensor of shape {}", channels, x.sizes());
-  const Range r = tensor_range(x, channels > 0);
+  const Range r = synchronized(tensor_range(x, channels > 0));
   store(r.min, r.max);
   return x;
 }
@@ -83,7 +88,7 @@ void MovingAverageMinMaxObserver::reset() { register_statistics(*this); }
 
 Tensor MovingAverageMinMaxObserver::forward(const Tensor& x) {
   if (!should_record(*this)) return x;
-  const Range r = tensor_range(x, false);
+  const Range r = synchronized(tensor_range(x, false));
   float lo = r.min.item<float>(), hi = r.max.item<float>();
   if (qconfig().scheme == Scheme::Symmetric) {
     hi = std::max(std::fabs(lo), std::fabs(hi));

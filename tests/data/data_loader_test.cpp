@@ -1,5 +1,6 @@
 // DataLoader: batching, shuffling, determinism across worker counts, shutdown, errors.
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <numeric>
 #include <set>
@@ -224,3 +225,79 @@ TEST(SubsetTest, SelectsSamplesAndChecksIndices) {
 }
 
 }  // namespace
+
+// ---- DistributedSampler (Note [Sharded epochs]) ---------------------------------------------
+
+namespace {
+
+// The dataset index of every sample of an epoch (no transform: pixel (0, 0, 0) is i / 255).
+std::vector<int64_t> indices_of(DataLoader& loader) {
+  std::vector<int64_t> out;
+  for (Batch& b : loader) {
+    const Tensor images = b.images.contiguous();
+    const float* p = images.data_ptr<float>();
+    for (int64_t k = 0; k < b.size(); ++k) out.push_back(static_cast<int64_t>(std::lround(p[k * 3 * 8 * 8] * 255.0f)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(DistributedSampler, ShardsAreDisjointAndCoverTheEpoch) {
+  auto ds = std::make_shared<SyntheticDataset>(23);
+  for (const bool pad : {false, true}) {
+    std::vector<int64_t> all;
+    std::vector<int64_t> sizes;
+    for (int64_t r = 0; r < 3; ++r) {
+      DataLoader loader(ds, {.batch_size = 4, .shuffle = true, .seed = 5, .sampler = {.num_replicas = 3, .rank = r, .pad = pad}});
+      const auto mine = indices_of(loader);
+      sizes.push_back(static_cast<int64_t>(mine.size()));
+      EXPECT_EQ(loader.size(), (sizes.back() + 3) / 4);
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    std::set<int64_t> unique(all.begin(), all.end());
+    EXPECT_EQ(unique.size(), 23u);  // every sample of the epoch
+    if (pad) {
+      EXPECT_EQ(sizes, (std::vector<int64_t>{8, 8, 8}));  // one sample repeated to even the shards
+      EXPECT_EQ(all.size(), 24u);
+    } else {
+      EXPECT_EQ(sizes, (std::vector<int64_t>{8, 8, 7}));  // each sample exactly once
+      EXPECT_EQ(all.size(), 23u);
+    }
+  }
+}
+
+TEST(DistributedSampler, RanksTogetherSeeTheOneProcessBatches) {
+  // 2 ranks × batch 3 with augmentation: rank r's batch k is rows r, r + 2, r + 4 of one
+  // process's batch k of 6, pixel for pixel.
+  auto ds = std::make_shared<SyntheticDataset>(24);
+  const DataLoaderOptions base{.batch_size = 6, .shuffle = true, .seed = 9, .transform = augmentation()};
+  DataLoader whole(ds, base);
+  whole.set_epoch(2);
+  const auto global = run_epoch(whole);
+  for (int64_t r = 0; r < 2; ++r) {
+    DataLoaderOptions o = base;
+    o.batch_size = 3;
+    o.num_workers = 2;
+    o.sampler = {.num_replicas = 2, .rank = r};
+    DataLoader loader(ds, o);
+    loader.set_epoch(2);
+    const auto mine = run_epoch(loader);
+    ASSERT_EQ(mine.size(), global.size());
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const Tensor rows = global[k].images.index_select(0, from_vector<int64_t>({r, r + 2, r + 4}));
+      EXPECT_EQ(to_vector<float>(mine[k].images), to_vector<float>(rows)) << "rank " << r << " batch " << k;
+    }
+  }
+}
+
+TEST(DistributedSampler, RefusesAnInvalidShard) {
+  auto ds = std::make_shared<SyntheticDataset>(4);
+  EXPECT_THAT(error_of([&] { DataLoader(ds, {.sampler = {.num_replicas = 2, .rank = 2}}); }),
+              HasSubstr("DistributedSampler: rank must be in [0, 2), got 2"));
+  EXPECT_THAT(error_of([&] { DataLoader(ds, {.sampler = {.num_replicas = 0}}); }),
+              HasSubstr("num_replicas must be >= 1, got 0"));
+  // More ranks than samples: padding repeats samples so every rank still has one.
+  DataLoader loader(ds, {.sampler = {.num_replicas = 6, .rank = 5}});
+  EXPECT_EQ(indices_of(loader), std::vector<int64_t>{1});
+}

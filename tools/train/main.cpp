@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   try {
     return qflow::tools::Trainer(options).run();
   } catch (const qflow::Error& e) {
+    // Under mpirun the other processes would wait for this one at their next collective:
+    // abort stops the whole job, naming this rank (Note [qflow-train under mpirun]).
+    if (qflow::distributed::ProcessGroup::world().size() > 1) qflow::distributed::abort("qflow-train: error: " + e.message());
     fmt::print(stderr, "qflow-train: error: {}\n", e.message());
     return 1;
   }

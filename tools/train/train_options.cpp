@@ -46,6 +46,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::ExistingFile);
   app.add_option("--stop-after", o.stop_after,
                  "Stop after this many epochs with a resumable checkpoint (split a run across sessions)");
+  app.add_flag("--sync-bn", o.sync_bn,
+               "Under mpirun: BatchNorm with the statistics of the global batch (SyncBatchNorm) instead of each "
+               "process's share (float training only)");
+  app.add_option("--bucket-mb", o.bucket_mb, "Under mpirun: gradient allreduce bucket size in MiB")
+      ->check(kNonNegative)
+      ->capture_default_str();
   add_quant_options(app, o);
 }
 

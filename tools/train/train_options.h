@@ -40,6 +40,10 @@ struct TrainOptions {
   std::string weights;      // start from a plain state_dict (.safetensors)
   int64_t stop_after = 0;   // stop (as after Ctrl-C) once this many epochs are done (0 = never)
 
+  // Data-parallel training under mpirun (Note [qflow-train under mpirun] in trainer.h).
+  bool sync_bn = false;     // distributed::convert_sync_batchnorm: BatchNorm over the global batch
+  double bucket_mb = 25;    // DistributedDataParallel's gradient bucket size (MiB)
+
   // Quantization (see Note [qflow-train quantization] in quant_report.h).
   bool qat = false;          // train the quantization aware model (quant::quantization_aware_training)
   std::string qat_from;      // fine-tune this float checkpoint with QAT (implies qat)

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sched.h>
+
 #include <filesystem>
 #include <thread>
 
@@ -57,7 +59,7 @@ void check_finite_weights(const nn::Module& model, double loss, const std::strin
 
 }  // namespace
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group) {
   NoGradGuard no_grad;
   model.eval();
   EvalResult r;
@@ -70,6 +72,11 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
     r.samples += b.size();
   }
   model.train();
+  if (group != nullptr) {  // each rank evaluated its shard
+    loss_sum = group->sum(loss_sum, "evaluation loss sum");
+    correct = group->sum(correct, "evaluation correct count");
+    r.samples = group->sum(r.samples, "evaluation sample count");
+  }
   if (r.samples > 0) {
     r.loss = loss_sum / static_cast<double>(r.samples);
     r.accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(r.samples);
@@ -87,19 +94,45 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {
   if (!o_.qat_from.empty()) o_.qat = true;
 }
 
+namespace {
+
+// All cores, or under mpirun the cores this process may run on (mpirun binds each rank to
+// its own) shared with the other ranks on this machine.
+int default_threads() {
+  cpu_set_t set;
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+  if (!distributed::launched_by_mpi()) return cores;
+  int local = 1;
+  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min(cores, machine / local));
+}
+
+}  // namespace
+
 void Trainer::build() {
-  set_num_threads(o_.threads > 0 ? o_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  set_num_threads(o_.threads > 0 ? o_.threads : default_threads());
   manual_seed(o_.seed);
   data_ = make_data(o_.data_options());
   model_ = models::create(o_.model, {.num_classes = data_.train->num_classes(), .in_channels = data_.channels,
                                      .image_size = data_.image_size});
+  if (o_.sync_bn) {
+    // QConvBN folds its BatchNorm into the convolution; PTQ folds it for good.
+    QFLOW_CHECK(!o_.qat && !o_.ptq, "qflow-train: --sync-bn applies to float training; --qat and --ptq fold the "
+                                    "BatchNorms into the convolutions");
+    distributed::convert_sync_batchnorm(*model_, world_);
+  }
   // With --eval-only --qat the weights are the QAT model's (loaded in evaluate_only).
   if (!o_.weights.empty() && !(o_.eval_only && o_.qat)) load_float_weights(*model_, o_.weights);
   train_loader_ = std::make_unique<data::DataLoader>(
       data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
-                                           .num_workers = o_.workers, .transform = data_.train_transform});
+                                           .num_workers = o_.workers, .sampler = distributed::sampler_for(world_),
+                                           .transform = data_.train_transform});
   test_loader_ = std::make_unique<data::DataLoader>(
-      data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers, .transform = data_.test_transform});
+      data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers,
+                                          .sampler = distributed::sampler_for(world_, /*pad=*/false),
+                                          .transform = data_.test_transform});
   setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
   step_model_ = model_;
   // --detect-anomaly debugs the model as written: its messages name the user's modules.
@@ -113,6 +146,8 @@ void Trainer::build() {
       step_model_ = gm;
     }
   }
+  ddp_ = std::make_shared<distributed::DistributedDataParallel>(
+      model_, distributed::DataParallelOptions{.bucket_cap_mb = o_.bucket_mb}, &world_);
   optimizer_ = std::make_unique<nn::optim::SGD>(
       model_->parameters(), nn::optim::SGDOptions{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay});
   std::vector<std::shared_ptr<nn::optim::LRScheduler>> parts;
@@ -129,6 +164,27 @@ void Trainer::build() {
   fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} train / {} test images, {} classes, {} threads\n", o_.model,
              static_cast<double>(params) / 1e6, o_.dataset, data_.train->size(), data_.test->size(),
              data_.train->num_classes(), num_threads());
+  if (world_.size() > 1)
+    fmt::print("qflow-train: data-parallel on {} processes ({} threads each): global batch {} = {} × --batch-size {}; "
+               "rank 0 prints and writes files\n", world_.size(), num_threads(), global_batch(), world_.size(),
+               o_.batch_size);
+}
+
+int64_t Trainer::resume_step(int64_t step, int64_t saved_global_batch) const {
+  if (step == 0 || saved_global_batch == global_batch()) return step;
+  const int64_t images = step * saved_global_batch;
+  QFLOW_CHECK(images % global_batch() == 0,
+              "--resume: the checkpoint was saved {} batches of {} images into its epoch ({} images), not a whole number "
+              "of this run's global batches of {} ({} processes × --batch-size {}); resume with a global batch that "
+              "divides {}, or from a checkpoint saved at the end of an epoch",
+              step, saved_global_batch, images, global_batch(), world_.size(), o_.batch_size, images);
+  return images / global_batch();
+}
+
+bool Trainer::stop_agreed() {
+  const bool mine = stop_requested().load();
+  if (world_.size() == 1) return mine;
+  return world_.sum(int64_t{mine ? 1 : 0}, "Ctrl-C agreement") > 0;
 }
 
 int Trainer::evaluate_only() {
@@ -136,9 +192,9 @@ int Trainer::evaluate_only() {
   QFLOW_CHECK(std::filesystem::exists(weights), "qflow-train: --eval-only needs --weights FILE or {}", weights);
   if (o_.qat) model_->load_state_dict(nn::load(weights));
   else load_float_weights(*model_, weights);
-  const EvalResult r = evaluate(*model_, *test_loader_);
+  const EvalResult r = evaluate(*model_, *test_loader_, &world_);
   fmt::print("eval {}: test loss {:.4f}  accuracy {:.2f}% ({} images)\n", weights, r.loss, r.accuracy, r.samples);
-  report_quant(r);
+  if (writes_files()) report_quant(r);
   return 0;
 }
 
@@ -152,13 +208,18 @@ void Trainer::save_last(int64_t epoch, int64_t step) const {
 }
 
 void Trainer::save_last_unchecked(int64_t epoch, int64_t step) const {
+  // The epoch's running sums over every rank (each counted its own images).
+  const double loss_sum = world_.sum(loss_sum_, "epoch loss sum");
+  const int64_t correct = world_.sum(correct_, "epoch correct count"), seen = world_.sum(seen_, "epoch image count");
+  if (!writes_files()) return;
   nn::save_training_checkpoint(file_in(o_.checkpoint_dir, "last.safetensors"), *model_, *optimizer_, scheduler_.get(),
                                {.epoch = epoch, .step = step},
                                {{"model", o_.model}, {"dataset", o_.dataset}, {"quant", quant_tag()},
                                 {"float_acc", float_acc_ ? fmt::format("{:.17g}", *float_acc_) : ""},
                                 {"best_acc", fmt::format("{:.17g}", best_acc_)},
-                                {"epoch_loss_sum", fmt::format("{:.17g}", loss_sum_)}, {"epoch_correct", std::to_string(correct_)},
-                                {"epoch_seen", std::to_string(seen_)}});
+                                {"epoch_loss_sum", fmt::format("{:.17g}", loss_sum)}, {"epoch_correct", std::to_string(correct)},
+                                {"epoch_seen", std::to_string(seen)}, {"world_size", std::to_string(world_.size())},
+                                {"global_batch", std::to_string(global_batch())}});
 }
 
 bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
@@ -186,12 +247,14 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
     Tensor logits;
     double loss_value = 0;
     try {
+      ddp_->broadcast_buffers();  // rank 0's running statistics (Note [qflow-train under mpirun])
       logits = (*step_model_)(b.images);
       const Tensor loss = cross_entropy(logits, b.labels);
       loss_value = loss.item<double>();
       check_finite_loss(loss_value, o_.checkpoint_dir);
       optimizer_->zero_grad();
       loss.backward();
+      ddp_->synchronize_gradients();
       optimizer_->step();
       check_finite_weights(*model_, loss_value, o_.checkpoint_dir);
     } catch (const Error& e) {
@@ -202,9 +265,9 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
     correct_ += count_correct(logits.detach(), b.labels);
     seen_ += b.size();
     ++step;
-    bar.update(1, b.size(), fields());
+    bar.update(1, b.size() * world_.size(), fields());  // images of the global batch
     if (o_.checkpoint_every > 0 && global_step % o_.checkpoint_every == 0) save_last(epoch, step);
-    if (stop_requested().load()) {
+    if (stop_agreed()) {
       save_last(epoch, step);
       bar.finish(fields());
       fmt::print("\nqflow-train: interrupted; state saved to {} (continue with --resume)\n",
@@ -217,16 +280,24 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
 }
 
 int Trainer::run() {
+  // The other ranks say nothing; their errors still reach stderr.
+  if (!writes_files() && std::freopen("/dev/null", "w", stdout) == nullptr) QFLOW_FAIL("cannot silence rank {}", world_.rank());
   build();
   if (o_.eval_only) return evaluate_only();
-  std::filesystem::create_directories(o_.checkpoint_dir);
-  // Saves that a killed earlier run left unfinished (Note [Interrupted writes]).
-  for (const char* name : {"last.safetensors", "best.safetensors", "deploy.safetensors"})
-    nn::remove_abandoned_temporaries(file_in(o_.checkpoint_dir, name));
+  if (writes_files()) {
+    std::filesystem::create_directories(o_.checkpoint_dir);
+    // Saves that a killed earlier run left unfinished (Note [Interrupted writes]).
+    for (const char* name : {"last.safetensors", "best.safetensors", "deploy.safetensors"})
+      nn::remove_abandoned_temporaries(file_in(o_.checkpoint_dir, name));
+  }
+  world_.barrier("start of training");  // rank 0 has cleaned the directory the others read
   int64_t start_epoch = 0, start_step = 0;
   if (o_.resume) {
     const std::string last = file_in(o_.checkpoint_dir, "last.safetensors");
-    QFLOW_CHECK(std::filesystem::exists(last), "qflow-train: --resume: no checkpoint at {}", last);
+    QFLOW_CHECK(std::filesystem::exists(last), "qflow-train: --resume: no checkpoint at {}{}", last,
+                world_.size() > 1 ? fmt::format(" (every process reads the checkpoint: put --checkpoint-dir on a "
+                                                "filesystem all machines share)")
+                                  : std::string());
     nn::CheckpointMetadata meta;
     nn::CheckpointMetadata peek;
     (void)nn::load(last, &peek);
@@ -234,16 +305,25 @@ int Trainer::run() {
     QFLOW_CHECK(saved_quant == quant_tag(), "--resume: {} was trained with quantization '{}' but the flags ask for '{}'",
                 last, saved_quant, quant_tag());
     const auto p = nn::load_training_checkpoint(last, *model_, *optimizer_, scheduler_.get(), &meta);
-    start_epoch = p.epoch, start_step = p.step;
+    const int64_t saved_global = meta.count("global_batch") ? std::stoll(meta.at("global_batch")) : global_batch();
+    const int64_t saved_world = meta.count("world_size") ? std::stoll(meta.at("world_size")) : 1;
+    start_epoch = p.epoch, start_step = resume_step(p.step, saved_global);
     if (meta.count("float_acc") && !meta.at("float_acc").empty()) float_acc_ = std::stod(meta.at("float_acc"));
     best_acc_ = std::stod(meta.at("best_acc"));
-    loss_sum_ = std::stod(meta.at("epoch_loss_sum"));
-    correct_ = std::stoll(meta.at("epoch_correct"));
-    seen_ = std::stoll(meta.at("epoch_seen"));
-    fmt::print("qflow-train: resuming at epoch {} batch {}\n", start_epoch + 1, start_step);
+    if (writes_files()) {  // the sums of every rank so far: counted once, by rank 0
+      loss_sum_ = std::stod(meta.at("epoch_loss_sum"));
+      correct_ = std::stoll(meta.at("epoch_correct"));
+      seen_ = std::stoll(meta.at("epoch_seen"));
+    }
+    fmt::print("qflow-train: resuming at epoch {} batch {}{}\n", start_epoch + 1, start_step,
+               saved_world == world_.size() && saved_global == global_batch()
+                   ? std::string()
+                   : fmt::format(" (saved by {} process(es) with global batch {}; now {} with global batch {})",
+                                 saved_world, saved_global, world_.size(), global_batch()));
     std::fflush(stdout);  // visible at once in a log file, even if this run is killed soon
   }
-  RunLog log(o_.checkpoint_dir, o_.resume, start_epoch);
+  std::optional<RunLog> log;
+  if (writes_files()) log.emplace(o_.checkpoint_dir, o_.resume, start_epoch);
   std::optional<EvalResult> last_test;
   for (int64_t epoch = start_epoch; epoch < o_.epochs; ++epoch) {
     const double lr = optimizer_->lr(0);
@@ -251,16 +331,21 @@ int Trainer::run() {
     const int64_t seen_before = seen_;  // a resumed epoch's earlier images were timed by an earlier run
     if (!train_epoch(epoch, epoch == start_epoch ? start_step : 0)) return 130;
     const double seconds = timer.elapsed_seconds();
-    const EvalResult test = evaluate(*model_, *test_loader_);
+    ddp_->broadcast_buffers();  // every rank evaluates rank 0's model
+    const EvalResult test = evaluate(*model_, *test_loader_, &world_);
     last_test = test;
-    const EpochRecord rec{epoch + 1, loss_sum_ / static_cast<double>(std::max<int64_t>(seen_, 1)),
-                          100.0 * static_cast<double>(correct_) / static_cast<double>(std::max<int64_t>(seen_, 1)), test.loss,
-                          test.accuracy, lr, static_cast<double>(seen_ - seen_before) / std::max(seconds, 1e-9), seconds};
+    // Over all ranks (rank 0 alone carries a resumed epoch's earlier sums).
+    const double loss_sum = world_.sum(loss_sum_, "epoch loss sum");
+    const int64_t correct = world_.sum(correct_, "epoch correct count"), seen = world_.sum(seen_, "epoch image count");
+    const int64_t timed = world_.sum(seen_ - seen_before, "epoch timed images");
+    const EpochRecord rec{epoch + 1, loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)),
+                          100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)), test.loss,
+                          test.accuracy, lr, static_cast<double>(timed) / std::max(seconds, 1e-9), seconds};
     scheduler_->step();
     loss_sum_ = 0, correct_ = 0, seen_ = 0;
     const bool best = test.accuracy > best_acc_;
-    if (best) {
-      best_acc_ = test.accuracy;
+    if (best) best_acc_ = test.accuracy;
+    if (best && writes_files()) {
       try {
         nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"),
                  {{"quant", quant_tag()},
@@ -273,8 +358,10 @@ int Trainer::run() {
     }
     // The logs first, the checkpoint last: a run killed in between resumes from the previous
     // checkpoint and RunLog drops the records after it, so logs and weights always agree.
-    log.append(rec);
-    log.plot();
+    if (log) {
+      log->append(rec);
+      log->plot();
+    }
     save_last(epoch + 1, 0);
     fmt::print("epoch {}/{}: train loss {:.4f} acc {:.2f}% | test loss {:.4f} acc {:.2f}%{} | lr {:.4g} | {:.0f} img/s\n",
                epoch + 1, o_.epochs, rec.train_loss, rec.train_acc, rec.test_loss, rec.test_acc, best ? " (best)" : "", lr,
@@ -286,7 +373,7 @@ int Trainer::run() {
   }
   fmt::print("qflow-train: best test accuracy {:.2f}%; checkpoints, log.csv, log.jsonl and curves.png in {}\n", best_acc_,
              o_.checkpoint_dir);
-  report_quant(last_test);
+  if (writes_files()) report_quant(last_test);
   return 0;
 }
 

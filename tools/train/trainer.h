@@ -20,8 +20,27 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
-/// Mean cross-entropy and top-1 accuracy of `model` (in eval mode) over `loader`.
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader);
+/// Mean cross-entropy and top-1 accuracy of `model` (in eval mode) over `loader`; with a
+/// `group`, summed over its ranks, each of which evaluates its shard (every rank must call).
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group = nullptr);
+
+// Note [qflow-train under mpirun]
+// `mpirun -np N qflow-train ...` trains data-parallel: every process builds the same model
+// (same seed; DistributedDataParallel also broadcasts rank 0's weights), loads its shard of
+// each epoch (Note [Sharded epochs]) with --batch-size images per step, and averages
+// gradients (Note [Gradient buckets]); the global batch is N × --batch-size. Rank 0 alone
+// prints, writes the checkpoints, logs and curves and, after training, builds and reports the
+// deploy/PTQ models; the others print nothing and wait for it at exit. What rank 0 saves is
+// what every rank holds: the parameters are bitwise identical everywhere, the buffers are
+// broadcast from rank 0 before every step and before evaluation, and the epoch's loss and
+// accuracy sums are added over the ranks before they are recorded. Evaluation is sharded
+// (no padding) and its sums added. Decisions that must be the same everywhere are made
+// collectively: a Ctrl-C seen by any rank stops all of them after the same step. Every rank
+// reads the checkpoint it resumes from (the directory must be shared between machines); the
+// checkpoint records the world size and global batch, and a run may resume with another N —
+// at an epoch boundary always, within an epoch when the images already trained on are a
+// whole number of the new global batches. A rank that fails prints its error and aborts the
+// job (distributed::abort), so the others never wait for it.
 
 class Trainer {
  public:
@@ -49,8 +68,19 @@ class Trainer {
   /// bytes and the reason, and leaves the previous file intact.
   void save_last(int64_t epoch, int64_t step) const;
   void save_last_unchecked(int64_t epoch, int64_t step) const;
+  /// Runs `write` on rank 0 only (the one process that writes files).
+  bool writes_files() const { return world_.is_root(); }
+  /// Images per optimizer step over all ranks.
+  int64_t global_batch() const { return o_.batch_size * world_.size(); }
+  /// The batch of this run's epoch a checkpoint saved after `step` batches of `saved_global_batch` continues at.
+  int64_t resume_step(int64_t step, int64_t saved_global_batch) const;
+  /// True on every rank when any rank saw Ctrl-C (collective under mpirun).
+  bool stop_agreed();
 
   TrainOptions o_;
+  distributed::ProcessGroup& world_ = distributed::ProcessGroup::world();
+  // Averages gradients over the ranks and keeps the replicas identical (a world of one: inert).
+  std::shared_ptr<distributed::DistributedDataParallel> ddp_;
   DataSetup data_;
   nn::ModulePtr model_;  // the model trained: the zoo model, or its QAT GraphModule with --qat
   // What a training step runs: for float training model_ traced and fused (fx::fuse_activations,
@@ -64,6 +94,9 @@ class Trainer {
   Tensor example_;
   std::optional<double> float_acc_;
   std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
+  // The whole test set for rank 0's reports under mpirun (test_loader_ holds a shard).
+  std::unique_ptr<data::DataLoader> report_loader_;
+  data::DataLoader& report_loader();
   std::unique_ptr<nn::optim::SGD> optimizer_;
   std::shared_ptr<nn::optim::LRScheduler> scheduler_;
   // Running sums of the epoch in progress (kept in checkpoints so a resumed epoch reports

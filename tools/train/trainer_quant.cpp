@@ -51,7 +51,7 @@ void Trainer::setup_quant() {
                  "evaluated it on the same {} test images)\n",
                  recorded->loss, recorded->accuracy, weights, test_loader_->dataset().size());
     } else {
-      const EvalResult r = evaluate(*float_model_, *test_loader_);
+      const EvalResult r = evaluate(*float_model_, *test_loader_, &world_);
       float_acc_ = r.accuracy;
       fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}%\n", r.loss, r.accuracy);
     }
@@ -80,13 +80,21 @@ std::shared_ptr<fx::GraphModule> integer_model(std::shared_ptr<fx::GraphModule> 
 
 }  // namespace
 
+data::DataLoader& Trainer::report_loader() {
+  if (world_.size() == 1) return *test_loader_;
+  if (!report_loader_)
+    report_loader_ = std::make_unique<data::DataLoader>(
+        data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers, .transform = data_.test_transform});
+  return *report_loader_;
+}
+
 void Trainer::report_quant(std::optional<EvalResult> last) {
   if (!o_.qat && !o_.ptq) return;
   const quant::QConfig qconfig = o_.qconfig();
-  const auto accuracy = [&](nn::Module& m) { return evaluate(m, *test_loader_).accuracy; };
+  const auto accuracy = [&](nn::Module& m) { return evaluate(m, report_loader()).accuracy; };
   // A deployed model's row: in integers, beside its float simulation on the same images.
   const auto integer_result = [&](const std::string& stage, std::shared_ptr<fx::GraphModule> deploy) {
-    const IntegerAgreement a = measure_integer_agreement(*integer_model(std::move(deploy)), *test_loader_);
+    const IntegerAgreement a = measure_integer_agreement(*integer_model(std::move(deploy)), report_loader());
     fmt::print("qflow-train: {} in integers: accuracy {:.2f}%, float simulation {:.2f}%, same argmax on {:.2f}% of {} "
                "test images\n", stage, a.integer_accuracy, a.simulated_accuracy, a.same_argmax, a.images);
     return integer_row(stage, qconfig, a);
@@ -114,7 +122,7 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
     rows.push_back(integer_result("PTQ", deploy));
     fmt::print("qflow-train: PTQ model calibrated on {} training batches\n", batches);
   }
-  write_results(o_.checkpoint_dir, o_.model, rows, static_cast<int64_t>(test_loader_->dataset().size()));
+  write_results(o_.checkpoint_dir, o_.model, rows, static_cast<int64_t>(report_loader().dataset().size()));
   fmt::print("\n{}", results_table(o_.model, rows));
 }
 

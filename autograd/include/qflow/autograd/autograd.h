@@ -4,6 +4,7 @@
 #include "qflow/autograd/autograd_meta.h"
 #include "qflow/autograd/derivatives.h"
 #include "qflow/autograd/engine.h"
+#include "qflow/autograd/grad_hooks.h"
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/autograd/gradcheck.h"
 #include "qflow/autograd/node.h"

@@ -1,6 +1,10 @@
 #pragma once
 // The autograd state of one tensor, stored in TensorImpl's autograd slot.
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "qflow/autograd/node.h"
 #include "qflow/core/tensor_impl.h"
@@ -13,6 +17,9 @@ struct AutogradMeta final : AutogradMetaBase {
   std::shared_ptr<Node> grad_fn;       // null for leaves
   uint32_t output_nr = 0;              // which output of grad_fn this tensor is
   std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, created on demand
+  // Leaves: run after AccumulateGrad wrote .grad, with their registration ids
+  // (Note [Post-accumulate-grad hooks], grad_hooks.h).
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
 };
 
 /// The tensor's meta, or null.

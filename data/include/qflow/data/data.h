@@ -3,6 +3,7 @@
 #include "qflow/data/byte_reader.h"
 #include "qflow/data/cifar10.h"
 #include "qflow/data/data_loader.h"
+#include "qflow/data/distributed_sampler.h"
 #include "qflow/data/dataset.h"
 #include "qflow/data/idx.h"
 #include "qflow/data/image_folder.h"

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "qflow/data/dataset.h"
+#include "qflow/data/distributed_sampler.h"
 #include "qflow/data/transform.h"
 
 namespace qflow::data {
@@ -29,6 +30,9 @@ struct DataLoaderOptions {
   int num_workers = 0;
   /// Batches each worker may have ready or in progress ahead of the consumer.
   int prefetch = 2;
+  /// This rank's share of every epoch in data-parallel training (Note [Sharded epochs]);
+  /// the default, one replica, is the whole epoch.
+  DistributedSampler sampler = {};
   /// Applied to every sample (may be null). Samples still uint8 after it are scaled to [0, 1].
   TransformPtr transform = nullptr;
 };

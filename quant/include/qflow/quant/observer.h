@@ -13,6 +13,7 @@
 // recorded something its range is [0, 0], whose scale 0 makes fake quantization the identity.
 // Post-training calibration runs the model in eval mode with the observers alone switched
 // back to training mode (observer->train()).
+#include <functional>
 #include <memory>
 
 #include "qflow/nn/cloneable.h"
@@ -45,6 +46,14 @@ class Observer {
   const Tensor& min_val() const { return min_val_; }
   const Tensor& max_val() const { return max_val_; }
 
+  /// Combines the range a forward just measured (min, max: (1) or (C) float32, replaced in
+  /// place) with the other processes' before it is recorded, so data-parallel replicas keep
+  /// identical ranges (distributed::synchronize_observers installs an allreduce). Null: the
+  /// local range alone. Not part of state_dict; clones share it.
+  using RangeSync = std::function<void(Tensor& min, Tensor& max)>;
+  void set_range_sync(RangeSync sync) { range_sync_ = std::move(sync); }
+  bool has_range_sync() const { return static_cast<bool>(range_sync_); }
+
  protected:
   explicit Observer(ObserverOptions options);
   Observer(const Observer&) = default;
@@ -56,10 +65,14 @@ class Observer {
   void store(const Tensor& min, const Tensor& max);
   std::string describe() const;
 
+  /// The batch's range after range_sync (unchanged without one).
+  Range synchronized(Range r) const;
+
   Tensor min_val_, max_val_, num_batches_tracked_, frozen_;
 
  private:
   ObserverOptions options_;
+  RangeSync range_sync_;
 };
 
 /// Records the range of the latest tensor it saw (OneFlow's min_max_observer): weights, whose

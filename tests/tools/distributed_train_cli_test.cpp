@@ -1,0 +1,223 @@
+// qflow-train under `mpirun -np 2` (Note [qflow-train under mpirun]): two processes train as
+// one with the global batch, checkpoints move between world sizes, and a rank that dies or
+// fails stops the whole job with a message instead of a hang.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "qflow/qflow.h"
+#include "relative_error.h"
+
+using namespace qflow;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+
+std::string mpirun(int np) {
+  // Root may run mpirun only when told so (CI runs as root); more ranks than cores is fine here.
+  return fmt::format("mpirun --oversubscribe -np {}{} ", np, ::geteuid() == 0 ? " --allow-run-as-root" : "");
+}
+
+// LeNet5 on 384 Fashion-MNIST images, global batch 64, 6 steps per epoch.
+std::string train_command(int np, const std::string& dir, int64_t epochs, const std::string& extra) {
+  return (np > 1 ? mpirun(np) : std::string()) + QFLOW_BIN_DIR +
+         fmt::format("/qflow-train --model lenet5 --dataset fashion-mnist --subset 384 --test-subset 128 --epochs {} "
+                     "--batch-size {} --lr 0.05 --workers 1 --threads 1 --checkpoint-dir {} {}",
+                     epochs, 64 / np, dir, extra);
+}
+
+int exit_status(int system_result) { return WIFEXITED(system_result) ? WEXITSTATUS(system_result) : -1; }
+
+int run_train(int np, const std::string& dir, const std::string& extra, int64_t epochs = 2) {
+  return exit_status(std::system((train_command(np, dir, epochs, extra) + " > " + dir + ".out 2>&1").c_str()));
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string temp_dir(const char* name) {
+  auto d = std::filesystem::temp_directory_path() / (std::string("qflow_dist_train_") + name + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+// The model tensors of two checkpoints agree within `tolerance` (relative to each tensor's scale).
+void expect_same_model(const std::string& a_file, const std::string& b_file, double tolerance) {
+  const nn::StateDict a = nn::load(a_file), b = nn::load(b_file);
+  ASSERT_EQ(a.keys(), b.keys());
+  int64_t compared = 0;
+  for (const auto& [key, t] : a) {
+    if (key.rfind("model.", 0) != 0 && key.rfind("optimizer.", 0) != 0) continue;
+    EXPECT_LE(testing_util::relative_error(t, b.at(key)), tolerance) << key;
+    ++compared;
+  }
+  EXPECT_GT(compared, 8);
+}
+
+// float32 sums of 32 + 32 images instead of 64 in one, over 6 to 12 SGD steps.
+constexpr double kTolerance = 1e-5;
+
+class DistributedTrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    if (std::system("command -v mpirun > /dev/null") != 0) GTEST_SKIP() << "mpirun is not installed";
+  }
+  void TearDown() override {
+    for (const auto& d : dirs_) {
+      std::filesystem::remove_all(d);
+      // std::filesystem::remove(d + ".out");
+    }
+  }
+  std::string dir(const char* name) { return dirs_.emplace_back(temp_dir(name)); }
+  std::vector<std::string> dirs_;
+};
+
+TEST_F(DistributedTrainCli, TwoProcessesTrainAsOneWithTheGlobalBatch) {
+  const std::string one = dir("one"), two = dir("two");
+  ASSERT_EQ(run_train(1, one, "", 1), 0) << read_text(one + ".out");
+  ASSERT_EQ(run_train(2, two, "", 1), 0) << read_text(two + ".out");
+  expect_same_model(one + "/last.safetensors", two + "/last.safetensors", kTolerance);
+  const std::string out = read_text(two + ".out");
+  EXPECT_THAT(out, HasSubstr("data-parallel on 2 processes (1 threads each): global batch 64 = 2 × --batch-size 32"));
+  // Rank 0 alone reports: one epoch line, one final line.
+  EXPECT_EQ(out.find("epoch 1/1: train loss"), out.rfind("epoch 1/1: train loss")) << out;
+  nn::CheckpointMetadata meta;
+  (void)nn::load(two + "/last.safetensors", &meta);
+  EXPECT_EQ(meta.at("world_size"), "2");
+  EXPECT_EQ(meta.at("global_batch"), "64");
+  // Sharded evaluation adds up to the whole test subset, as one process measures it.
+  const std::string log_one = read_text(one + "/log.csv"), log_two = read_text(two + "/log.csv");
+  EXPECT_FALSE(log_two.empty());
+  EXPECT_EQ(log_one.substr(0, log_one.find('\n')), log_two.substr(0, log_two.find('\n')));  // same columns
+}
+
+TEST_F(DistributedTrainCli, CheckpointsResumeWithAnotherNumberOfProcesses) {
+  const std::string straight = dir("straight"), two_then_one = dir("two_then_one"), one_then_two = dir("one_then_two");
+  ASSERT_EQ(run_train(1, straight, ""), 0) << read_text(straight + ".out");
+  ASSERT_EQ(run_train(2, two_then_one, "--stop-after 1"), 0) << read_text(two_then_one + ".out");
+  ASSERT_EQ(run_train(1, two_then_one, "--resume"), 0) << read_text(two_then_one + ".out");
+  EXPECT_THAT(read_text(two_then_one + ".out"),
+              HasSubstr("saved by 2 process(es) with global batch 64; now 1 with global batch 64"));
+  ASSERT_EQ(run_train(1, one_then_two, "--stop-after 1"), 0) << read_text(one_then_two + ".out");
+  ASSERT_EQ(run_train(2, one_then_two, "--resume"), 0) << read_text(one_then_two + ".out");
+  for (const auto& d : {two_then_one, one_then_two})
+    expect_same_model(straight + "/last.safetensors", d + "/last.safetensors", kTolerance);
+}
+
+// Rewrites a training checkpoint as if it had been saved `step` batches into epoch 1.
+void set_progress(const std::string& file, int64_t step) {
+  nn::CheckpointMetadata meta;
+  nn::StateDict dict = nn::load(file, &meta);
+  NoGradGuard no_grad;
+  Tensor epoch = dict.at("progress.epoch"), at = dict.at("progress.step");
+  epoch.fill_(0);
+  at.fill_(step);
+  nn::save(dict, file, meta);
+}
+
+TEST_F(DistributedTrainCli, ResumesWithinAnEpochWhenTheImagesDivide) {
+  const std::string d = dir("mid_epoch");
+  ASSERT_EQ(run_train(1, d, "--stop-after 1", 1), 0) << read_text(d + ".out");
+  const std::string saved = d + "/saved-by-one.safetensors";
+  std::filesystem::copy_file(d + "/last.safetensors", saved);
+  // 3 batches of 64 = 192 images: 2 global batches of 2 × 48.
+  set_progress(d + "/last.safetensors", 3);
+  const std::string resume = train_command(2, d, 1, "--resume").replace(
+      train_command(2, d, 1, "--resume").find("--batch-size 32"), 15, "--batch-size 48");
+  ASSERT_EQ(exit_status(std::system((resume + " > " + d + ".out 2>&1").c_str())), 0) << read_text(d + ".out");
+  EXPECT_THAT(read_text(d + ".out"), HasSubstr("resuming at epoch 1 batch 2 (saved by 1 process(es) with global batch 64; "
+                                               "now 2 with global batch 96)"));
+  // 1 batch of 64 is not a whole number of batches of 96: refused, naming the numbers.
+  std::filesystem::copy_file(saved, d + "/last.safetensors", std::filesystem::copy_options::overwrite_existing);
+  set_progress(d + "/last.safetensors", 1);
+  EXPECT_NE(exit_status(std::system((resume + " > " + d + ".out 2>&1").c_str())), 0);
+  EXPECT_THAT(read_text(d + ".out"), HasSubstr("saved 1 batches of 64 images into its epoch (64 images), not a whole number "
+                                               "of this run's global batches of 96 (2 processes × --batch-size 48)"));
+}
+
+// The pid of the process whose environment says it is rank `rank` of a job training into `dir`.
+pid_t find_rank(int rank, const std::string& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(entry.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find("qflow-train") == std::string::npos || cmdline.find(dir) == std::string::npos ||
+        cmdline.find("mpirun") != std::string::npos)
+      continue;
+    std::string env = read_text(entry.path().string() + "/environ");
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (env.find(fmt::format("\nOMPI_COMM_WORLD_RANK={}\n", rank)) != std::string::npos) return std::stoi(name);
+  }
+  return -1;
+}
+
+TEST_F(DistributedTrainCli, AKilledRankStopsTheOthersWithAMessage) {
+  const std::string d = dir("killed");
+  const std::string command = train_command(2, d, 50, "--checkpoint-every 2") + " > " + d + ".out 2>&1";
+  const pid_t job = ::fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // Wait for training to be under way (a checkpoint written), then kill rank 1.
+  const auto start = std::chrono::steady_clock::now();
+  pid_t victim = -1;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+    if (std::filesystem::exists(d + "/last.safetensors") && (victim = find_rank(1, d)) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(victim, 0) << "training never got under way:\n" << read_text(d + ".out");
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(job, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - killed < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (done == 0) {  // still running: the others hang — fail, and clean up
+    ::kill(job, SIGKILL);
+    if (pid_t rank0 = find_rank(0, d); rank0 > 0) ::kill(rank0, SIGKILL);
+    ::waitpid(job, &status, 0);
+    FAIL() << "the job was still running 30 s after rank 1 died:\n" << read_text(d + ".out");
+  }
+  EXPECT_NE(exit_status(status), 0);
+  const std::string out = read_text(d + ".out");
+  EXPECT_THAT(out, HasSubstr("rank 1")) << out;
+  EXPECT_EQ(find_rank(0, d), -1) << "rank 0 outlived the job";
+  // The last checkpoint is intact: a single process resumes from it.
+  nn::CheckpointMetadata meta;
+  EXPECT_NO_THROW((void)nn::load(d + "/last.safetensors", &meta)) << out;
+  EXPECT_EQ(run_train(1, d, "--resume --stop-after 1", 50), 0) << read_text(d + ".out");
+}
+
+TEST_F(DistributedTrainCli, AFailingRankAbortsTheJobNamingItself) {
+  const std::string d = dir("failing");
+  // No checkpoint to resume from: every rank fails at once and says which it is.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_NE(run_train(2, d, "--resume"), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  const std::string out = read_text(d + ".out");
+  EXPECT_THAT(out, HasSubstr("of 2: qflow-train: error: qflow-train: --resume: no checkpoint at")) << out;
+  EXPECT_THAT(out, HasSubstr("every process reads the checkpoint")) << out;
+}
+
+}  // namespace
