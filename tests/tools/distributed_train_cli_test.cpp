@@ -83,7 +83,7 @@ class DistributedTrainCli : public ::testing::Test {
   void TearDown() override {
     for (const auto& d : dirs_) {
       std::filesystem::remove_all(d);
-      // std::filesystem::remove(d + ".out");
+      std::filesystem::remove(d + ".out");
     }
   }
   std::string dir(const char* name) { return dirs_.emplace_back(temp_dir(name)); }
