@@ -2,9 +2,11 @@
 #include "qflow/distributed/data_parallel.h"
 
 #include <chrono>
+#include <map>
 
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/core/factory.h"
+#include "qflow/core/ops.h"
 #include "qflow/distributed/observer_sync.h"
 
 namespace qflow::distributed {
@@ -91,10 +93,22 @@ TensorList DistributedDataParallel::forward_list(const TensorList& inputs) {
 void DistributedDataParallel::broadcast_buffers() {
   if (group_.size() == 1) return;
   NoGradGuard no_grad;
-  for (const auto& [name, b] : module_->named_buffers()) {
-    if (!b.defined() || b.numel() == 0) continue;
-    Tensor t = b;
-    group_.broadcast(t, 0, fmt::format("DistributedDataParallel: broadcast of buffer '{}'", name));
+  // One broadcast per dtype, not one per buffer: ResNet18 has 60 BatchNorm buffers, a QAT model
+  // four more per observer, and every broadcast pays a latency.
+  std::map<DType, std::vector<Tensor>> by_dtype;
+  for (const Tensor& b : module_->buffers())
+    if (b.defined() && b.numel() > 0) by_dtype[b.dtype()].push_back(b);
+  for (auto& [dtype, buffers] : by_dtype) {
+    std::vector<Tensor> flat;
+    for (const Tensor& b : buffers) flat.push_back(b.reshape({-1}));
+    Tensor packed = cat(flat, 0).contiguous();
+    group_.broadcast(packed, 0, fmt::format("DistributedDataParallel: broadcast of the {} buffers", dtype_name(dtype)));
+    int64_t offset = 0;
+    for (Tensor& b : buffers) {
+      const auto& shape = b.sizes();
+      b.copy_(packed.narrow(0, offset, b.numel()).reshape(SymIntList(shape.begin(), shape.end())));
+      offset += b.numel();
+    }
   }
 }
 

@@ -61,30 +61,12 @@ SyncBatchNorm::SyncBatchNorm(nn::BatchNormOptions options, const nn::BatchNormSt
   register_state(state);
 }
 
-void SyncBatchNorm::reset() {
-  const int64_t c = options_.features;
-  nn::BatchNormState fresh;
-  if (options_.affine) {
-    fresh.weight = ones({c}).requires_grad_();
-    fresh.bias = zeros({c}).requires_grad_();
-  }
-  if (options_.track_running_stats) fresh = {fresh.weight, fresh.bias, zeros({c}), ones({c}), zeros({}, DType::Int64)};
-  register_state(fresh);
-}
+void SyncBatchNorm::reset() { register_state(nn::initial_batchnorm_state(options_)); }
 
 void SyncBatchNorm::register_state(const nn::BatchNormState& s) {
-  if (options_.affine) {
-    QFLOW_CHECK(s.weight.defined() && s.bias.defined(), "SyncBatchNorm: affine=True needs a weight and a bias");
-    weight = register_parameter("weight", s.weight, s.weight.requires_grad());
-    bias = register_parameter("bias", s.bias, s.bias.requires_grad());
-  }
-  if (options_.track_running_stats) {
-    QFLOW_CHECK(s.running_mean.defined() && s.running_var.defined() && s.num_batches_tracked.defined(),
-                "SyncBatchNorm: track_running_stats=True needs running_mean, running_var and num_batches_tracked");
-    running_mean = register_buffer("running_mean", s.running_mean);
-    running_var = register_buffer("running_var", s.running_var);
-    num_batches_tracked = register_buffer("num_batches_tracked", s.num_batches_tracked);
-  }
+  const nn::BatchNormState r = nn::register_batchnorm_state(*this, options_, s);
+  weight = r.weight, bias = r.bias, running_mean = r.running_mean, running_var = r.running_var;
+  num_batches_tracked = r.num_batches_tracked;
 }
 
 Tensor SyncBatchNorm::forward(const Tensor& x) {

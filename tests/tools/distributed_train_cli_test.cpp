@@ -170,35 +170,48 @@ pid_t find_rank(int rank, const std::string& dir) {
   return -1;
 }
 
-TEST_F(DistributedTrainCli, AKilledRankStopsTheOthersWithAMessage) {
-  const std::string d = dir("killed");
-  const std::string command = train_command(2, d, 50, "--checkpoint-every 2") + " > " + d + ".out 2>&1";
+// Starts a 2-rank job training into `dir`, sends `signal` to rank 1 once training is under way
+// (a checkpoint written) and returns the job's wait status; fails the test (and kills what is
+// left) when the job is still running 30 s later. `env` prefixes the command.
+int signal_rank_one(const std::string& dir, int signal, const std::string& env) {
+  const std::string command = env + train_command(2, dir, 50, "--checkpoint-every 2") + " > " + dir + ".out 2>&1";
   const pid_t job = ::fork();
-  ASSERT_GE(job, 0);
   if (job == 0) {
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     std::_Exit(127);
   }
-  // Wait for training to be under way (a checkpoint written), then kill rank 1.
   const auto start = std::chrono::steady_clock::now();
   pid_t victim = -1;
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
-    if (std::filesystem::exists(d + "/last.safetensors") && (victim = find_rank(1, d)) > 0) break;
+    if (std::filesystem::exists(dir + "/last.safetensors") && (victim = find_rank(1, dir)) > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_GT(victim, 0) << "training never got under way:\n" << read_text(d + ".out");
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  const auto killed = std::chrono::steady_clock::now();
   int status = 0;
-  pid_t done = 0;
-  while ((done = ::waitpid(job, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - killed < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (done == 0) {  // still running: the others hang — fail, and clean up
+  if (victim <= 0 || ::kill(victim, signal) != 0) {
     ::kill(job, SIGKILL);
-    if (pid_t rank0 = find_rank(0, d); rank0 > 0) ::kill(rank0, SIGKILL);
     ::waitpid(job, &status, 0);
-    FAIL() << "the job was still running 30 s after rank 1 died:\n" << read_text(d + ".out");
+    ADD_FAILURE() << "training never got under way:\n" << read_text(dir + ".out");
+    return status;
   }
+  const auto signalled = std::chrono::steady_clock::now();
+  pid_t done = 0;
+  while ((done = ::waitpid(job, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - signalled < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (done == 0) {  // still running: a hang — fail, and clean up
+    for (int r : {0, 1})
+      if (pid_t p = find_rank(r, dir); p > 0) ::kill(p, SIGKILL);
+    ::kill(job, SIGKILL);
+    ::waitpid(job, &status, 0);
+    ADD_FAILURE() << "the job was still running 30 s after rank 1 was sent signal " << signal << ":\n"
+                  << read_text(dir + ".out");
+  }
+  return status;
+}
+
+TEST_F(DistributedTrainCli, AKilledRankStopsTheOthersWithAMessage) {
+  const std::string d = dir("killed");
+  const int status = signal_rank_one(d, SIGKILL, "");
   EXPECT_NE(exit_status(status), 0);
   const std::string out = read_text(d + ".out");
   EXPECT_THAT(out, HasSubstr("rank 1")) << out;
@@ -207,6 +220,18 @@ TEST_F(DistributedTrainCli, AKilledRankStopsTheOthersWithAMessage) {
   nn::CheckpointMetadata meta;
   EXPECT_NO_THROW((void)nn::load(d + "/last.safetensors", &meta)) << out;
   EXPECT_EQ(run_train(1, d, "--resume --stop-after 1", 50), 0) << read_text(d + ".out");
+}
+
+TEST_F(DistributedTrainCli, AStoppedRankMakesTheOthersAbortAfterTheDeadline) {
+  // A rank that hangs (here: stopped) never exits, so mpirun sees nothing: the collective
+  // deadline (QFLOW_DIST_TIMEOUT) makes the waiting rank abort the job, saying what it waited for.
+  const std::string d = dir("stopped");
+  const int status = signal_rank_one(d, SIGSTOP, "QFLOW_DIST_TIMEOUT=3 ");
+  EXPECT_NE(exit_status(status), 0);
+  const std::string out = read_text(d + ".out");
+  EXPECT_THAT(out, HasSubstr("qflow: rank 0 of 2: ")) << out;
+  EXPECT_THAT(out, HasSubstr("did not complete within 3 s: another rank has stopped or died")) << out;
+  for (int r : {0, 1}) EXPECT_EQ(find_rank(r, d), -1) << "rank " << r << " outlived the job";
 }
 
 TEST_F(DistributedTrainCli, AFailingRankAbortsTheJobNamingItself) {

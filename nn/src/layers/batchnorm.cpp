@@ -18,32 +18,44 @@ BatchNormBase<D, kMin, kMax>::BatchNormBase(BatchNormOptions options, const Batc
   register_state(shared);
 }
 
-template <class D, int64_t kMin, int64_t kMax>
-void BatchNormBase<D, kMin, kMax>::reset() {
-  const int64_t c = options_.features;
+BatchNormState initial_batchnorm_state(const BatchNormOptions& options) {
+  const int64_t c = options.features;
   BatchNormState fresh;
-  if (options_.affine) {
+  if (options.affine) {
     fresh.weight = ones({c}).requires_grad_();
     fresh.bias = zeros({c}).requires_grad_();
   }
-  if (options_.track_running_stats) fresh = {fresh.weight, fresh.bias, zeros({c}), ones({c}), zeros({}, DType::Int64)};
-  register_state(fresh);
+  if (options.track_running_stats) fresh = {fresh.weight, fresh.bias, zeros({c}), ones({c}), zeros({}, DType::Int64)};
+  return fresh;
+}
+
+BatchNormState register_batchnorm_state(Module& m, const BatchNormOptions& options, const BatchNormState& s) {
+  BatchNormState out;
+  if (options.affine) {
+    QFLOW_CHECK(s.weight.defined() && s.bias.defined(), "{}: affine=True needs a weight and a bias", m.type_name());
+    out.weight = m.register_parameter("weight", s.weight, s.weight.requires_grad());
+    out.bias = m.register_parameter("bias", s.bias, s.bias.requires_grad());
+  }
+  if (options.track_running_stats) {
+    QFLOW_CHECK(s.running_mean.defined() && s.running_var.defined() && s.num_batches_tracked.defined(),
+                "{}: track_running_stats=True needs running_mean, running_var and num_batches_tracked", m.type_name());
+    out.running_mean = m.register_buffer("running_mean", s.running_mean);
+    out.running_var = m.register_buffer("running_var", s.running_var);
+    out.num_batches_tracked = m.register_buffer("num_batches_tracked", s.num_batches_tracked);
+  }
+  return out;
+}
+
+template <class D, int64_t kMin, int64_t kMax>
+void BatchNormBase<D, kMin, kMax>::reset() {
+  register_state(initial_batchnorm_state(options_));
 }
 
 template <class D, int64_t kMin, int64_t kMax>
 void BatchNormBase<D, kMin, kMax>::register_state(const BatchNormState& s) {
-  if (options_.affine) {
-    QFLOW_CHECK(s.weight.defined() && s.bias.defined(), "{}: affine=True needs a weight and a bias", this->type_name());
-    weight = this->register_parameter("weight", s.weight, s.weight.requires_grad());
-    bias = this->register_parameter("bias", s.bias, s.bias.requires_grad());
-  }
-  if (options_.track_running_stats) {
-    QFLOW_CHECK(s.running_mean.defined() && s.running_var.defined() && s.num_batches_tracked.defined(),
-                "{}: track_running_stats=True needs running_mean, running_var and num_batches_tracked", this->type_name());
-    running_mean = this->register_buffer("running_mean", s.running_mean);
-    running_var = this->register_buffer("running_var", s.running_var);
-    num_batches_tracked = this->register_buffer("num_batches_tracked", s.num_batches_tracked);
-  }
+  const BatchNormState r = register_batchnorm_state(*this, options_, s);
+  weight = r.weight, bias = r.bias, running_mean = r.running_mean, running_var = r.running_var;
+  num_batches_tracked = r.num_batches_tracked;
 }
 
 template <class D, int64_t kMin, int64_t kMax>

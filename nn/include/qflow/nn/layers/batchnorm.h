@@ -20,6 +20,15 @@ struct BatchNormState {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };
 
+/// New tensors for `options`: weight 1 and bias 0 (trainable) when affine; running mean 0,
+/// variance 1 and count 0 when tracking statistics.
+BatchNormState initial_batchnorm_state(const BatchNormOptions& options);
+/// Registers `state`'s tensors themselves on `m` under PyTorch's names (weight, bias,
+/// running_mean, running_var, num_batches_tracked), checking that the options' tensors are
+/// there; returns the registered handles. Every batch-norm module (BatchNormBase,
+/// distributed::SyncBatchNorm) registers through it, so their state_dicts are interchangeable.
+BatchNormState register_batchnorm_state(Module& m, const BatchNormOptions& options, const BatchNormState& state);
+
 /// Shared by BatchNorm1d, BatchNorm2d and BatchNormReLU2d: weight/bias (affine), running_mean/running_var and
 /// num_batches_tracked buffers (in state_dict, as in PyTorch). Input ranks are checked
 /// against [kMinDim, kMaxDim].
