@@ -110,9 +110,9 @@ std::string SyncBatchNorm::extra_repr() const {
                      options_.track_running_stats ? "True" : "False", group_->describe());
 }
 
-int64_t convert_sync_batchnorm(nn::Module& root, const ProcessGroup& group) {
+int64_t convert_sync_batchnorm(fx::GraphModule& gm, const ProcessGroup& group) {
   int64_t replaced = 0;
-  for (const nn::ModulePtr& m : root.modules()) {
+  for (const nn::ModulePtr& m : gm.modules()) {
     for (const auto& [name, child] : m->named_children()) {
       const nn::BatchNormOptions* options = nullptr;
       nn::BatchNormState state;

@@ -95,23 +95,43 @@ TEST(SyncBatchNorm, RefusesBadInput) {
 TEST(ConvertSyncBatchNorm, SharesTensorsStateDictAndMode) {
   auto net = testing::small_net(true);
   net->eval();
-  const auto before = net->state_dict();
-  const Tensor w0 = net->named_parameters()[2].second;  // the first BatchNorm's weight
-  EXPECT_EQ(convert_sync_batchnorm(*net), 2);
+  auto gm = fx::symbolic_trace(net, zeros({1, 3, 8, 8}));
+  const auto before = gm->state_dict();
+  EXPECT_EQ(convert_sync_batchnorm(*gm), 2);
   int64_t sync = 0;
-  for (const auto& m : net->modules())
+  for (const auto& m : gm->modules())
     if (auto* s = dynamic_cast<SyncBatchNorm*>(m.get())) {
       ++sync;
       EXPECT_FALSE(s->is_training());
     }
   EXPECT_EQ(sync, 2);
-  EXPECT_TRUE(net->named_parameters()[2].second.is_same(w0));
-  EXPECT_EQ(net->state_dict().keys(), before.keys());
-  // A leaf for tracing: the graph calls it as one module.
-  auto gm = fx::symbolic_trace(net, zeros({1, 3, 8, 8}));
-  EXPECT_NE(std::dynamic_pointer_cast<SyncBatchNorm>(gm->get_submodule("1")), nullptr) << gm->code();
-  EXPECT_EQ(convert_sync_batchnorm(*net), 0);
+  // The same tensors as the traced model's BatchNorms: training one trains the other.
+  auto bn = std::dynamic_pointer_cast<SyncBatchNorm>(gm->get_submodule("1"));
+  ASSERT_NE(bn, nullptr) << gm->code();
+  EXPECT_TRUE(bn->weight.is_same(net->named_parameters()[2].second));
+  EXPECT_EQ(gm->state_dict().keys(), before.keys());
+  EXPECT_EQ(convert_sync_batchnorm(*gm), 0);
+}
+
+TEST(SyncBatchNorm, TracingLeavesItsStatisticsAlone) {
+  // symbolic_trace runs a leaf's forward on proxies to learn its output sizes: no statistic
+  // may move (and no collective sees a proxy: the world's sums are of plain numbers).
+  auto net = testing::small_net(true);
+  auto gm = fx::symbolic_trace(net, zeros({2, 3, 8, 8}));
+  convert_sync_batchnorm(*gm);
+  gm->train();
+  auto again = fx::symbolic_trace(gm, zeros({2, 3, 8, 8}));
+  EXPECT_NE(std::dynamic_pointer_cast<SyncBatchNorm>(again->get_submodule("1")), nullptr) << again->code();
+  for (const auto& [name, b] : net->named_buffers()) {
+    if (name.find("num_batches_tracked") != std::string::npos) EXPECT_EQ(b.item<int64_t>(), 0) << name;
+    if (name.find("running_mean") != std::string::npos) EXPECT_EQ(b.abs().max().item<float>(), 0.0f) << name;
+  }
+  // One training step counts one batch.
+  (*again)(randn({4, 3, 8, 8}));
+  for (const auto& [name, b] : net->named_buffers())
+    if (name.find("num_batches_tracked") != std::string::npos) EXPECT_EQ(b.item<int64_t>(), 1) << name;
 }
 
 }  // namespace
 }  // namespace qflow::distributed
+

@@ -109,6 +109,19 @@ TEST_F(DistributedTrainCli, TwoProcessesTrainAsOneWithTheGlobalBatch) {
   EXPECT_EQ(log_one.substr(0, log_one.find('\n')), log_two.substr(0, log_two.find('\n')));  // same columns
 }
 
+TEST_F(DistributedTrainCli, SyncBatchNormTrainsResNet18AndIsRefusedForQat) {
+  // Two steps of ResNet18 with BatchNorm over the global batch (its numerics are proven against
+  // one process in the distributed tests; here: the tool path through trace and conversion).
+  const std::string d = dir("sync_bn");
+  const std::string resnet = "--model resnet18 --subset 64 --test-subset 32 --epochs 1 --batch-size 16 --no-augment";
+  const std::string base = mpirun(2) + QFLOW_BIN_DIR + "/qflow-train --dataset fashion-mnist --workers 1 --threads 1 " +
+                           "--checkpoint-dir " + d + " " + resnet;
+  ASSERT_EQ(exit_status(std::system((base + " --sync-bn > " + d + ".out 2>&1").c_str())), 0) << read_text(d + ".out");
+  EXPECT_THAT(read_text(d + ".out"), HasSubstr("epoch 1/1: train loss"));
+  EXPECT_NE(exit_status(std::system((base + " --sync-bn --qat > " + d + ".out 2>&1").c_str())), 0);
+  EXPECT_THAT(read_text(d + ".out"), HasSubstr("--sync-bn applies to float training; --qat and --ptq fold the BatchNorms"));
+}
+
 TEST_F(DistributedTrainCli, CheckpointsResumeWithAnotherNumberOfProcesses) {
   const std::string straight = dir("straight"), two_then_one = dir("two_then_one"), one_then_two = dir("one_then_two");
   ASSERT_EQ(run_train(1, straight, ""), 0) << read_text(straight + ".out");

@@ -117,12 +117,9 @@ void Trainer::build() {
   data_ = make_data(o_.data_options());
   model_ = models::create(o_.model, {.num_classes = data_.train->num_classes(), .in_channels = data_.channels,
                                      .image_size = data_.image_size});
-  if (o_.sync_bn) {
-    // QConvBN folds its BatchNorm into the convolution; PTQ folds it for good.
-    QFLOW_CHECK(!o_.qat && !o_.ptq, "qflow-train: --sync-bn applies to float training; --qat and --ptq fold the "
-                                    "BatchNorms into the convolutions");
-    distributed::convert_sync_batchnorm(*model_, world_);
-  }
+  // QConvBN folds its BatchNorm into the convolution; PTQ folds it for good.
+  QFLOW_CHECK(!o_.sync_bn || (!o_.qat && !o_.ptq),
+              "qflow-train: --sync-bn applies to float training; --qat and --ptq fold the BatchNorms into the convolutions");
   // With --eval-only --qat the weights are the QAT model's (loaded in evaluate_only).
   if (!o_.weights.empty() && !(o_.eval_only && o_.qat)) load_float_weights(*model_, o_.weights);
   train_loader_ = std::make_unique<data::DataLoader>(
@@ -136,15 +133,18 @@ void Trainer::build() {
   setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
   step_model_ = model_;
   // --detect-anomaly debugs the model as written: its messages name the user's modules.
-  if (!o_.no_fuse && !o_.detect_anomaly) {
-    if (auto qat = std::dynamic_pointer_cast<fx::GraphModule>(model_)) {
-      fx::fuse_activations(*qat);  // the QAT model itself: its deploy pass restores the ReLUs
-    } else {
-      // Zeros: tracing only needs the shapes, and drawing an input would move the random stream.
-      auto gm = fx::symbolic_trace(model_, zeros({1, data_.channels, data_.image_size, data_.image_size}));
-      fx::fuse_activations(*gm);
-      step_model_ = gm;
-    }
+  const bool fuse = !o_.no_fuse && !o_.detect_anomaly;
+  if (auto qat = std::dynamic_pointer_cast<fx::GraphModule>(model_)) {
+    if (fuse) fx::fuse_activations(*qat);  // the QAT model itself: its deploy pass restores the ReLUs
+  } else if (fuse || o_.sync_bn) {
+    // Zeros: tracing only needs the shapes, and drawing an input would move the random stream.
+    auto gm = fx::symbolic_trace(model_, zeros({1, data_.channels, data_.image_size, data_.image_size}));
+    // The trace calls its modules by path, so a SyncBatchNorm put in place of a BatchNorm runs
+    // (model_, the checkpoints and evaluation keep the BatchNorms: the same tensors, and in
+    // eval mode the same computation). Before fusing: a fused BatchNormReLU2d is no BatchNorm.
+    if (o_.sync_bn) distributed::convert_sync_batchnorm(*gm, world_);
+    if (fuse) fx::fuse_activations(*gm);
+    step_model_ = gm;
   }
   ddp_ = std::make_shared<distributed::DistributedDataParallel>(
       model_, distributed::DataParallelOptions{.bucket_cap_mb = o_.bucket_mb}, &world_);

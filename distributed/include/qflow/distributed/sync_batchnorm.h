@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "qflow/distributed/process_group.h"
+#include "qflow/fx/graph_module.h"
 #include "qflow/nn/cloneable.h"
 #include "qflow/nn/layers/batchnorm.h"
 
@@ -45,10 +46,13 @@ class SyncBatchNorm : public nn::Cloneable<SyncBatchNorm> {
   std::shared_ptr<ProcessGroup> group_;  // its own communicator, shared by clones
 };
 
-/// Replaces every nn::BatchNorm1d/BatchNorm2d under `root` by a SyncBatchNorm sharing its
-/// parameters, buffers and mode; returns how many were replaced. Run it before tracing or
-/// fusing (a fused BatchNormReLU2d is left as it is) and before the optimizer is built (the
-/// parameters are the same tensors, so an existing optimizer keeps working either way).
-int64_t convert_sync_batchnorm(nn::Module& root, const ProcessGroup& group = ProcessGroup::world());
+/// Replaces every nn::BatchNorm1d/BatchNorm2d of a traced model by a SyncBatchNorm sharing its
+/// parameters, buffers and mode; returns how many were replaced. A traced model, because a
+/// GraphModule calls its modules by path: a C++ model keeps calling the BatchNorm its typed
+/// member (`std::shared_ptr<nn::BatchNorm2d> bn1`) points to, whatever the registry then holds.
+/// Run it before fx::fuse_activations (a fused BatchNormReLU2d is no BatchNorm). The tensors
+/// are the same, so an optimizer built on the model keeps working, and the untraced model
+/// (its BatchNorms) saves and evaluates what the SyncBatchNorms trained.
+int64_t convert_sync_batchnorm(fx::GraphModule& gm, const ProcessGroup& group = ProcessGroup::world());
 
 }  // namespace qflow::distributed
