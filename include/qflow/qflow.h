@@ -16,3 +16,4 @@
 #include "qflow/quant/quant.h"
 #include "qflow/onnx/export.h"
 #include "qflow/distributed/distributed.h"
+#include "qflow/fx/fx.h"

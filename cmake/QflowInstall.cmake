@@ -1,0 +1,49 @@
+# The installable qflow: one shared library, its headers, a CMake package and a pkg-config file.
+#
+# Note [Installed library]
+# Ops, derivatives, layers and fx leaf types register themselves from static initialisers in
+# their own files (Note [Op registration]). A program linking static archives in the ordinary
+# way gets only the object files it references by name, and no program names a registration
+# object, so ops would be missing at run time ("autograd is not available") with nothing to
+# say why. Three ways out: whole-archive linking carried by the exported target, an explicit
+# init call every program must remember, or a shared library. qflow installs a shared library,
+# libqflow.so, holding every layer's objects: the dynamic loader runs all of its initialisers
+# when it loads it, with no link flag and no call to forget, it works the same from CMake,
+# pkg-config or a hand-written command line, and programs share one copy of the kernels. The
+# in-tree executables keep linking the layers' objects directly (qflow_link_layers), so the
+# build tree has no run-time path to set up.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+add_library(qflow SHARED)
+add_library(qflow::qflow ALIAS qflow)
+foreach(layer IN LISTS QFLOW_LAYERS)
+  target_sources(qflow PRIVATE $<TARGET_OBJECTS:qflow_${layer}_objects>)
+  target_include_directories(qflow PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/${layer}/include>)
+  # The static layer libraries bring their private dependencies (oneDNN, OpenBLAS, libpng, MPI,
+  # protobuf, ...) to the link; their objects are already in, so nothing else is taken.
+  target_link_libraries(qflow PRIVATE qflow_${layer})
+endforeach()
+target_include_directories(qflow PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+# What the public headers need: fmt (qflow/core/error.h), OpenMP (qflow/core/parallel.h), C++20.
+target_link_libraries(qflow PUBLIC fmt::fmt OpenMP::OpenMP_CXX)
+target_compile_features(qflow PUBLIC cxx_std_20)
+set_target_properties(qflow PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+
+install(TARGETS qflow EXPORT qflowTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+foreach(dir IN LISTS QFLOW_LAYERS)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endforeach()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(_qflow_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/qflow)
+install(EXPORT qflowTargets NAMESPACE qflow:: DESTINATION ${_qflow_cmake_dir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/qflowConfig.cmake.in ${PROJECT_BINARY_DIR}/qflowConfig.cmake
+                              INSTALL_DESTINATION ${_qflow_cmake_dir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/qflowConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/qflowConfig.cmake ${PROJECT_BINARY_DIR}/qflowConfigVersion.cmake
+        DESTINATION ${_qflow_cmake_dir})
+file(RELATIVE_PATH QFLOW_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+configure_file(${PROJECT_SOURCE_DIR}/cmake/qflow.pc.in ${PROJECT_BINARY_DIR}/qflow.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/qflow.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
