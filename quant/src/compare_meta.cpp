@@ -32,7 +32,7 @@ std::string db(double v) { return fmt::format("{:.1f} dB", v); }
 }  // namespace
 
 std::string sqnr_legend() {
-  return fmt::format("SQNR vs float: {} >= {:.0f} dB, {} {:.0f}-{:.0f}, {} {:.0f}-{:.0f}, {} < {:.0f}", kBands[0].name,
+  return fmt::format("{} >= {:.0f} dB, {} {:.0f}-{:.0f}, {} {:.0f}-{:.0f}, {} < {:.0f}", kBands[0].name,
                      kBands[0].min_db, kBands[1].name, kBands[1].min_db, kBands[0].min_db, kBands[2].name,
                      kBands[2].min_db, kBands[1].min_db, kBands[3].name, kBands[2].min_db);
 }

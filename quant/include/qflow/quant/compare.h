@@ -135,7 +135,7 @@ Comparison compare(fx::GraphModule& float_model, fx::GraphModule& quantized_mode
 /// ("dot.fillcolor") and captions it with the numbers ("dot.caption", after the deployed
 /// kernel's). The bands and why: sqnr_legend().
 void annotate_sqnr(fx::GraphModule& quantized_model, const Comparison& comparison);
-/// "SQNR: green >= 30 dB, yellow 20-30, orange 10-20, red < 10" — a title for the picture.
+/// "green >= 30 dB, yellow 20-30, orange 10-20, red < 10": the bands, for the picture's title.
 std::string sqnr_legend();
 
 }  // namespace qflow::quant
