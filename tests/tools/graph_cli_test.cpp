@@ -256,3 +256,77 @@ TEST_F(GraphCliTest, HelpAndBadFlags) {
   EXPECT_NE(r.status, 0);
   EXPECT_THAT(r.output, HasSubstr("quantized"));
 }
+
+namespace {
+
+const char* kFashionImages = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+
+// Data lines of a CSV (the header not counted).
+size_t csv_rows(const std::string& csv) { return static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')) - 1; }
+
+}  // namespace
+
+TEST_F(GraphCliTest, CompareWritesTheCsvTheSqnrColouredGraphAndTheWorstLayers) {
+  if (!std::filesystem::exists(kFashionImages)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  manual_seed(1);
+  nn::save(models::create("lenet5", {.in_channels = 1, .image_size = 28})->state_dict(), path("lenet.safetensors"));
+  const bool dot = have_dot();
+  // Float weights: the deploy model is calibrated on 2 training batches, then compared on 2 test batches.
+  const ToolRun r = run("--model lenet5 --in-channels 1 --image-size 28 --stage deploy --weights " +
+                        path("lenet.safetensors") + " --compare fashion-mnist --batch 16 --compare-batches 2 "
+                        "--calib-batches 2 --worst 3 --out " + path("cmp/lenet.dot") + (dot ? " --png" : ""));
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Every node but the input, the output and sym_size (an integer): 2 conv, 3 linear, 4 relu, 2 pool, view.
+  const std::string csv = read_file(path("cmp/lenet.csv"));
+  EXPECT_EQ(csv_rows(csv), 12u) << csv;
+  EXPECT_THAT(csv, HasSubstr("node,reference,what,elements,sqnr_db,cosine,max_abs_error,local_sqnr_db,weight_sqnr_db\n"
+                             "conv1,conv1,\"DConv2d (conv1)\",150528,"));  // 2 batches x 16 x 6 x 28 x 28
+  EXPECT_THAT(csv, HasSubstr("\nrelu,relu,\"relu\",150528,"));
+  const std::string text = read_file(path("cmp/lenet.dot"));
+  EXPECT_THAT(text, HasSubstr("label=\"lenet5 (deploy)\\nSQNR vs float, 2 test batches of fashion-mnist (32 images): "
+                              "green >= 30 dB, yellow 20-30, orange 10-20, red < 10\""));
+  const std::string conv1 = dot_node(text, "conv1");
+  EXPECT_THAT(conv1, HasSubstr("\\nruns int8\\nSQNR "));  // the kernel's caption, then the numbers
+  EXPECT_THAT(conv1, HasSubstr(" dB (alone "));
+  EXPECT_THAT(conv1, HasSubstr(" dB), weight "));
+  EXPECT_THAT(conv1, ::testing::AnyOf(HasSubstr("fillcolor=\"#b7e1a1\""), HasSubstr("fillcolor=\"#fff2a8\"")));
+  EXPECT_THAT(dot_node(text, "x"), Not(HasSubstr("SQNR")));  // inputs are not compared
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: wrote " + path("cmp/lenet.csv")));
+  // The worst-layer table: a title, a header and --worst rows.
+  const size_t table = r.output.find("the 3 of 12 nodes with the lowest SQNR alone");
+  ASSERT_NE(table, std::string::npos) << r.output;
+  EXPECT_THAT(r.output.substr(table), HasSubstr("\nnode   module / op      alone dB  SQNR dB    cosine  max |err|  weight dB\n"));
+  EXPECT_EQ(std::count(r.output.begin() + static_cast<std::ptrdiff_t>(table), r.output.end(), '\n'), 5) << r.output;
+  if (!dot) GTEST_SKIP() << "Graphviz's dot is not installed: the PNG not checked";
+  EXPECT_EQ(read_file(path("cmp/lenet.png")).substr(1, 3), "PNG");
+}
+
+TEST_F(GraphCliTest, CompareTakesItsFloatReferenceFromTheWeightsOrRefusesClearly) {
+  if (!std::filesystem::exists(kFashionImages)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  auto lenet = fx::symbolic_trace(models::create("lenet5", {.in_channels = 1, .image_size = 28}), randn({1, 1, 28, 28}));
+  auto qat = quant::quantization_aware_training(*lenet, randn({1, 1, 28, 28}), {});
+  quant::calibrate(*qat, std::vector<Tensor>{randn({4, 1, 28, 28})});
+  nn::save(qat->state_dict(), path("qat.safetensors"));
+  nn::save(quant::dequantization_aware_training(*lenet, *qat, randn({1, 1, 28, 28}), {})->state_dict(),
+           path("deploy.safetensors"));
+  const std::string flags = "--model lenet5 --in-channels 1 --image-size 28 --compare fashion-mnist --batch 8 "
+                            "--compare-batches 1 --out " + path("c.dot") + " ";
+  // QAT weights alone: the reference is the same model with fake quantization off.
+  ToolRun r = run(flags + "--stage qat --weights " + path("qat.safetensors"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(read_file(path("c.csv")), HasSubstr("\nconv1,conv1,\"QConv2d (conv1)\",37632,"));  // 8 x 6 x 28 x 28
+  r = run(flags + "--stage deploy --weights " + path("deploy.safetensors"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: error: --compare with deploy --weights needs --float-weights FILE"));
+  r = run(flags + "--stage deploy --weights " + path("deploy.safetensors") + " --float-weights " + path("qat.safetensors"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--float-weights " + path("qat.safetensors") + " holds a quantized model's state"));
+  r = run(flags + "--stage float");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("qflow-graph: error: --compare compares a quantized model with its float one: pass "
+                                  "--stage qat or --stage deploy (not float)"));
+  r = run("--model lenet5 --stage deploy --compare fashion-mnist --out " + path("c3.dot"));  // 3 channels of 32x32
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--compare fashion-mnist: its images are 1 channel(s) of 28x28, the model takes 3 of "
+                                  "32x32 (pass --in-channels 1 --image-size 28)"));
+}

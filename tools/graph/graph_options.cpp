@@ -46,6 +46,32 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
       ->check(CLI::IsMember({"google", "cambricon"}))
       ->capture_default_str();
   app.add_flag("--per-channel", o.per_channel, "qat/deploy: one weight scale per output channel");
+  app.add_option("--compare", o.compare,
+                 "Numeric debugger: run the float model and the --stage qat/deploy model on DATASET's test images "
+                 "(cifar10 | fashion-mnist | mnist | folder), colour the graph by each node's SQNR, write OUT.csv "
+                 "and print the worst layers")
+      ->check(CLI::IsMember({"cifar10", "fashion-mnist", "mnist", "folder"}));
+  app.add_option("--data", o.data, "--compare: the data set's directory (Fashion-MNIST default: "
+                                   "/usr/share/datasets/fashion-mnist)");
+  app.add_option("--compare-batches", o.compare_batches, "--compare: test batches of --batch images")
+      ->check(kPositive)
+      ->capture_default_str();
+  app.add_option("--calib-batches", o.calib_batches,
+                 "--compare from float weights: training batches that calibrate the quantized model")
+      ->check(kPositive)
+      ->capture_default_str();
+  app.add_option("--float-weights", o.float_weights,
+                 "--compare: the float model's state_dict to compare with (default: the float weights of --weights, "
+                 "with fake quantization off for QAT weights)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--worst", o.worst, "--compare: how many of the worst layers to print")
+      ->check(kPositive)
+      ->capture_default_str();
+}
+
+nn::ModulePtr create_model(const GraphOptions& o) {
+  return models::create(o.model,
+                        {.num_classes = o.num_classes, .in_channels = o.in_channels, .image_size = o.image_size});
 }
 
 }  // namespace qflow::tools

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "qflow/nn/module.h"
+
 namespace qflow::tools {
 
 struct GraphOptions {
@@ -28,8 +30,18 @@ struct GraphOptions {
   std::string scheme = "symmetric";
   std::string formula = "google";
   bool per_channel = false;
+  // --compare: the numeric debugger (compare.h).
+  std::string compare;        // a data set name; empty: draw the graph only
+  std::string data;           // its directory (empty: the data set's default)
+  int64_t compare_batches = 8;  // test batches of --batch images
+  int64_t calib_batches = 4;    // training batches calibrating a model built from float weights
+  std::string float_weights;  // the float reference when --weights is quantized
+  int64_t worst = 10;         // rows of the printed table
 };
 
 void add_graph_options(CLI::App& app, GraphOptions& options);
+
+/// The zoo model the options name (--model, --num-classes, --in-channels, --image-size).
+nn::ModulePtr create_model(const GraphOptions& o);
 
 }  // namespace qflow::tools

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "compare_run.h"
 #include "graph_options.h"
 #include "qflow/qflow.h"
 #include "qflow/fx/fx.h"
@@ -29,8 +30,7 @@ std::string summary(const fx::GraphModule& gm) {
 
 int run(const GraphOptions& o) {
   manual_seed(o.seed);
-  nn::ModulePtr model = models::create(
-      o.model, {.num_classes = o.num_classes, .in_channels = o.in_channels, .image_size = o.image_size});
+  nn::ModulePtr model = create_model(o);
   // Float weights go into the model; a quantized model's state (qflow-train --qat's checkpoints,
   // deploy.safetensors) is loaded by the qat/deploy stages into the model they build.
   std::optional<nn::StateDict> quant_weights;
@@ -44,18 +44,32 @@ int run(const GraphOptions& o) {
                                .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel};
   qconfig.validate();
   StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}), qconfig, std::move(quant_weights));
-  std::shared_ptr<fx::GraphModule> gm = build_stage(o.stage, context);
+  const bool comparing = !o.compare.empty();
+  const std::string out = !o.out.empty() ? o.out
+                          : comparing    ? fmt::format("{}_{}_sqnr.dot", o.model, o.stage)
+                                         : fmt::format("{}_{}.dot", o.model, o.stage);
+  fx::DotOptions dot;
+  dot.title = fmt::format("{} ({})", o.model, o.stage);
+  dot.rankdir = o.rankdir;
+  std::shared_ptr<fx::GraphModule> gm;
+  CompareOutput compared;
+  const std::string csv = std::filesystem::path(out).replace_extension("csv").string();
+  if (comparing) {
+    prepare_compare(o, context);
+    compared = run_compare(o, context, csv);
+    gm = compared.graph;
+    dot.title += "\n" + compared.title;
+  } else {
+    gm = build_stage(o.stage, context);
+  }
   {
     NoGradGuard no_grad;
     fx::ShapeProp(*gm).run(context.example());
   }
 
-  const std::string out = o.out.empty() ? fmt::format("{}_{}.dot", o.model, o.stage) : o.out;
-  fx::DotOptions dot;
-  dot.title = fmt::format("{} ({})", o.model, o.stage);
-  dot.rankdir = o.rankdir;
   write_text_file(out, fx::to_dot(*gm, dot));
   fmt::print("qflow-graph: {} ({}), {}\n", o.model, o.stage, summary(*gm));
+  if (comparing) fmt::print("qflow-graph: wrote {}\n", csv);
   fmt::print("qflow-graph: wrote {}\n", out);
   if (o.print) fmt::print("\n{}\n{}", gm->graph().to_string(), gm->code());
   for (const auto& [wanted, format] : {std::pair{o.png, "png"}, std::pair{o.svg, "svg"}}) {
@@ -63,6 +77,10 @@ int run(const GraphOptions& o) {
     const std::string picture = std::filesystem::path(out).replace_extension(format).string();
     render_graphviz(out, format, picture);
     fmt::print("qflow-graph: wrote {}\n", picture);
+  }
+  if (comparing) {
+    fmt::print("\nqflow-graph: {}\n{}", compared.title, compared.table);
+    if (!compared.skipped.empty()) fmt::print("not compared:\n{}", compared.skipped);
   }
   return 0;
 }

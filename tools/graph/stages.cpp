@@ -48,7 +48,7 @@ std::shared_ptr<fx::GraphModule> StageContext::qat_graph() {
   auto qat = quant::quantization_aware_training(*float_graph(), example_, qconfig_);
   qat->eval();
   if (quant_weights_ && weights_kind(*quant_weights_) == WeightsKind::Qat) qat->load_state_dict(*quant_weights_);
-  else quant::calibrate(*qat, std::vector<Tensor>{example_});
+  else quant::calibrate(*qat, calibration_.empty() ? std::vector<Tensor>{example_} : calibration_);
   quant::annotate_quant_meta(*qat);
   return qat;
 }

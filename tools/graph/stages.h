@@ -33,12 +33,16 @@ class StageContext {
   /// fx::symbolic_trace of the model on the example, traced once and shared by the stages.
   std::shared_ptr<fx::GraphModule> float_graph();
   /// The QAT model of float_graph() with scales known: QAT weights loaded when given, else
-  /// its observers calibrated on the example input (one batch, eval mode).
+  /// its observers calibrated on set_calibration's batches (default: the example input).
   std::shared_ptr<fx::GraphModule> qat_graph();
   /// The deploy model of qat_graph(), with deploy weights loaded when given.
   std::shared_ptr<fx::GraphModule> deploy_graph();
   /// Throws unless the quantized weights (if any) are of a kind `stage` can draw.
   void check_weights_for(const std::string& stage, std::initializer_list<WeightsKind> accepted) const;
+  /// The kind of the quantized weights; Float when none were given.
+  WeightsKind quant_weights_kind() const { return quant_weights_ ? weights_kind(*quant_weights_) : WeightsKind::Float; }
+  /// Batches qat_graph() calibrates on when it has no QAT weights (default: the example).
+  void set_calibration(std::vector<Tensor> batches) { calibration_ = std::move(batches); }
 
  private:
   nn::ModulePtr model_;
@@ -46,6 +50,7 @@ class StageContext {
   quant::QConfig qconfig_;
   std::optional<nn::StateDict> quant_weights_;
   std::shared_ptr<fx::GraphModule> float_graph_;
+  std::vector<Tensor> calibration_;
 };
 
 using StageBuild = std::function<std::shared_ptr<fx::GraphModule>(StageContext&)>;

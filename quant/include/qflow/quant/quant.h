@@ -17,6 +17,8 @@
 //   prepare_ptq
 //   calibrate, ModeGuard         calibrate.h   post-training calibration of the observers
 //   annotate_quant_meta          quant_meta.h  "quant.*" node meta that fx::to_dot draws
+//   compare, annotate_sqnr       compare.h     the numeric debugger: per-node SQNR, cosine, max
+//                                              error of a quantized model against its float one
 //
 // Building the modules from float ones (what a graph pass does per matched node; each
 // factory copies options, parameters and buffers, keeps the source's train/eval mode and
@@ -47,6 +49,7 @@
 //     counterpart exactly (QConvBN == Conv2d → BatchNorm2d) while observers keep recording.
 // The Q, D and observer modules are fx leaf modules (call_module nodes in a traced graph).
 #include "qflow/quant/calibrate.h"
+#include "qflow/quant/compare.h"
 #include "qflow/quant/deploy.h"
 #include "qflow/quant/deploy_upgrade.h"
 #include "qflow/quant/fake_quantize.h"
