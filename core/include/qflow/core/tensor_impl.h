@@ -1,6 +1,6 @@
 #pragma once
 // TensorImpl: what a Tensor handle points to. Core stores the autograd and extension slots
-// but never looks inside them (see DESIGN.md §2).
+// but never looks inside them (see ARCHITECTURE.md §2).
 #include <cstdint>
 #include <memory>
 #include <vector>

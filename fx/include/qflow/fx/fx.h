@@ -1,5 +1,5 @@
 #pragma once
-// Everything the fx layer offers, in one include. See DESIGN.md §5.
+// Everything the fx layer offers, in one include. See ARCHITECTURE.md §6.
 #include "qflow/fx/argument.h"
 #include "qflow/fx/fuse.h"
 #include "qflow/fx/graph.h"

@@ -13,7 +13,7 @@
 // it when every ni satisfies pi and, for i < k, n(i+1) reads ni as its first argument and is
 // the only user of ni. The matcher walks from a node to its users, never to its neighbour in
 // the node list, so a match does not depend on how the graph's nodes are ordered or what
-// sits between them (DESIGN.md §5). The single-user rule is what makes a rewrite safe: an
+// sits between them (ARCHITECTURE.md §6). The single-user rule is what makes a rewrite safe: an
 // intermediate value that something else reads (a conv output that feeds a BN and also a
 // shortcut) must stay computed, so such a chain is not a match. The last node may have any
 // number of users; they are rewired to the replacement. Matches never share a node: anchors

@@ -21,7 +21,7 @@
 //      the copy is copy-constructed (options and plain fields are copied), its registries are
 //      emptied, and reset() re-registers everything.
 //   2. Otherwise D must be default-constructible (models written with in-class initializers,
-//      DESIGN.md §7): the copy is default-constructed. Plain (non-registered) fields then
+//      as README.md's "Writing a model"): the copy is default-constructed. Plain (non-registered) fields then
 //      take their constructor values; a module with mutable configuration needs a reset().
 //
 // Afterwards the clone must have registered exactly the source's names, in order; anything

@@ -1,6 +1,6 @@
 #pragma once
 // nn::functional (alias qflow::F): the stateless form of every layer. Each function is the
-// registered core op of the same name (one road to a kernel; see DESIGN.md §2), plus the few
+// registered core op of the same name (one road to a kernel; see ARCHITECTURE.md §2), plus the few
 // compositions PyTorch's functional API offers (linear, "same" padding).
 #include <optional>
 #include <string>
