@@ -93,21 +93,23 @@ def warm_up(args, n, config, out_dir, steps):
 
 
 def hours(seconds):
-    if seconds < 360:
+    if seconds < 120:
         return "{:.0f} s".format(seconds)
+    if seconds < 7200:
+        return "{:.0f} min".format(seconds / 60)
     days = " ({:.1f} days)".format(seconds / 86400) if seconds >= 2 * 86400 else ""
     return "{:.1f} h{}".format(seconds / 3600, days)
 
 
 def cluster_lines(speeds, epochs, remaining, train_images, test_images, bandwidth_gbps, machines=(1, 2, 4, 8, 16, 32)):
-    """The projection as table lines: for each machine count, one whole run of each kind
+    """The projection as aligned table lines: for each machine count, one whole run of each kind
     (`epochs[kind]` epochs) and the study's remaining work (`remaining`: (kind, epochs) pairs)."""
     bandwidth = bandwidth_gbps * 1e9 / 8
-    lines = ["  machines | float run | each QAT run | remaining study",
-             "  -------- | --------- | ------------ | ----------------------"]
+    rows = [("machines", "float run", "each QAT run", "remaining study")]
     for m in machines:
         epoch = {kind: speed.epoch_seconds(train_images, test_images, m, bandwidth) for kind, speed in speeds.items()}
         run = {kind: hours(epochs[kind] * epoch[kind]) if kind in epoch else "-" for kind in ("float", "qat")}
-        left = sum(e * epoch[kind] for kind, e in remaining)
-        lines.append("  {:>8} | {:>9} | {:>12} | {}".format(m, run["float"], run["qat"], hours(left)))
-    return lines
+        rows.append((str(m), run["float"], run["qat"], hours(sum(e * epoch[kind] for kind, e in remaining))))
+    width = [max(len(r[c]) for r in rows) for c in range(4)]
+    rows.insert(1, tuple("-" * w for w in width))
+    return ["  " + " | ".join(cell.rjust(w) for cell, w in zip(r, width)) for r in rows]

@@ -16,7 +16,8 @@ def clock(seconds):
 
 
 def figures(run, test_images):
-    """The row's numbers (None where the run has no such figure yet)."""
+    """The row's numbers (None where the run has no such figure yet); accuracies to the
+    hundredth the table prints, so the difference is that of the printed figures."""
     f = dict(run=run.config.label, published=run.config.published, qflow=None, deploy=None, deploy_stage=None,
              test_images=None, epochs=None, wall=None, images_per_s=None, processes=None)
     if not run.done:
@@ -27,13 +28,13 @@ def figures(run, test_images):
     if run.config.is_qat:
         results = run.results()
         deploy = next((r for stage, r in results.items() if stage.startswith("deploy")), None)
-        f.update(qflow=float(results["QAT"]["accuracy"]), test_images=int(results["QAT"]["test_images"]))
+        f.update(qflow=round(float(results["QAT"]["accuracy"]), 2), test_images=int(results["QAT"]["test_images"]))
         if deploy:
             f.update(deploy=float(deploy["accuracy"]), deploy_stage=deploy["stage"])
     else:
         # The final epoch's test accuracy: the model the recipe ends with (as the QAT rows,
         # which qflow-train reports after the last epoch), not the best epoch's.
-        f.update(qflow=float(log[-1]["test_acc"]), test_images=test_images)
+        f.update(qflow=round(float(log[-1]["test_acc"]), 2), test_images=test_images)
     return f
 
 
