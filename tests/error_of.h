@@ -7,14 +7,15 @@
 
 namespace qflow::testing_util {
 
-/// The message of the qflow::Error `fn` throws, or "<no error>" when it throws nothing.
+/// The message of the qflow::Error `fn` throws, or "" when it throws nothing (so
+/// `EXPECT_FALSE(error_of(...).empty())` fails when nothing was thrown).
 inline std::string error_of(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const Error& e) {
     return e.message();
   }
-  return "<no error>";
+  return "";
 }
 
 }  // namespace qflow::testing_util

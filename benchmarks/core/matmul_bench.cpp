@@ -30,6 +30,7 @@ void BM_QflowMatmulTransposed(benchmark::State& state) {
 }
 
 void BM_CblasSgemm(benchmark::State& state) {
+  qflow::use_best_openblas_kernels();  // the kernels qflow's GEMMs use (Note [OpenBLAS kernel selection])
   const int64_t n = state.range(0);
   const qflow::Tensor a = qflow::randn({n, n}), b = qflow::randn({n, n});
   qflow::Tensor c = qflow::empty({n, n});

@@ -139,6 +139,7 @@ Measurement inference(const RunSettings& s) {
 }
 
 double sgemm_gflops(int64_t n, int repetitions) {
+  qflow::use_best_openblas_kernels();  // the kernels qflow's own GEMMs use (Note [OpenBLAS kernel selection])
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
   const auto run = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(n),

@@ -42,19 +42,23 @@ blasint bi(int64_t v) { return static_cast<blasint>(v); }
 
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
+  use_best_openblas_kernels();
   cblas_sgemm(CblasRowMajor, ta, tb, bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c, bi(n));
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                int64_t lda, const double* b, int64_t ldb, double beta, double* c) {
+  use_best_openblas_kernels();
   cblas_dgemm(CblasRowMajor, ta, tb, bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c, bi(n));
 }
 // y = op(S) x with S stored row-major (rows x cols, leading dim ld), y contiguous.
 void blas_gemv(CBLAS_TRANSPOSE t, int64_t rows, int64_t cols, float alpha, const float* s, int64_t ld, const float* x,
                int64_t incx, float beta, float* y) {
+  use_best_openblas_kernels();
   cblas_sgemv(CblasRowMajor, t, bi(rows), bi(cols), alpha, s, bi(ld), x, bi(incx), beta, y, 1);
 }
 void blas_gemv(CBLAS_TRANSPOSE t, int64_t rows, int64_t cols, double alpha, const double* s, int64_t ld, const double* x,
                int64_t incx, double beta, double* y) {
+  use_best_openblas_kernels();
   cblas_dgemv(CblasRowMajor, t, bi(rows), bi(cols), alpha, s, bi(ld), x, bi(incx), beta, y, 1);
 }
 

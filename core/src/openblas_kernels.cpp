@@ -8,11 +8,16 @@
 // the choice the library would make if it knew the CPU: SkylakeX for AVX-512 (F, BW, VL, DQ),
 // Haswell for AVX2 + FMA. The switch uses OpenBLAS' own entry points: clearing the exported
 // `gotoblas` table pointer and calling gotoblas_dynamic_init() again re-runs its selection
-// with OPENBLAS_CORETYPE set, including the table's init() (block sizes). It happens in a
-// static initialiser, before any GEMM runs. QFLOW_KEEP_OPENBLAS_CORE=1 keeps the library's choice.
+// with OPENBLAS_CORETYPE set, including the table's init() (block sizes).
+// When: once, on qflow's first BLAS call (use_best_openblas_kernels(), called by every qflow
+// BLAS wrapper), not from a static initialiser — linking qflow must not reconfigure a library
+// the program may use for itself, and a program that never multiplies a matrix through qflow
+// never pays for it. A program that calls OpenBLAS itself and wants the same kernels calls
+// select_openblas_kernels() first. QFLOW_KEEP_OPENBLAS_CORE=1 keeps the library's choice.
 #include <cblas.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "qflow/core/parallel.h"
@@ -56,8 +61,9 @@ std::string select_openblas_kernels() {
   return openblas_get_corename();
 }
 
-namespace {
-[[maybe_unused]] const std::string kSelectedCore = select_openblas_kernels();
-}  // namespace
+void use_best_openblas_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] { (void)select_openblas_kernels(); });
+}
 
 }  // namespace qflow

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using autograd::AnomalyScope;
@@ -16,14 +17,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();

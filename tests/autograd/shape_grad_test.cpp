@@ -7,21 +7,14 @@
 #include <cmath>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 // Distinct, irregular float64 values (no ties, no symmetric patterns) that require grad.
 Tensor input(const IntList& sizes) {

@@ -4,21 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 // The 3x4 matrix the goldens below were computed from.
 Tensor sample() {

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -28,15 +29,7 @@ void expect_close(const Tensor& t, const IntList& shape, const std::vector<doubl
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << "at " << i;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 const std::vector<double> kMm = {1.25, 2.5, 3.75, 5.0, 6.25, -5.75, -6.5, -7.25, -8.0, -8.75, -12.75, -15.5, -18.25, -21.0, -23.75};
 

@@ -7,20 +7,13 @@
 #include <limits>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no error>";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 void expect_values(const Tensor& t, const std::vector<int64_t>& shape, const std::vector<double>& want, double tol = 1e-12) {
   ASSERT_EQ(t.sizes(), shape);

@@ -18,6 +18,7 @@
 
 #include "qflow/data/data.h"
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 namespace qflow::data::testing {
 
@@ -67,15 +68,7 @@ inline Bytes gzip(const Bytes& data) {
   return out;
 }
 
-/// The message of the qflow::Error `fn` throws ("" when it throws nothing).
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const qflow::Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 // ---- tar -----------------------------------------------------------------------------------------
 struct TarMember {

@@ -8,6 +8,7 @@
 
 #include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 namespace qflow::fx::detail {
 // Corrupts nodes on purpose so the lint tests can show that every broken invariant is caught
@@ -22,16 +23,7 @@ namespace fxtest {
 
 using namespace qflow;
 
-/// The message of the qflow::Error `fn` throws ("" when it throws nothing).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 /// The message of the fx::TraceError `fn` throws; fails the test for any other outcome.
 template <class Fn>

@@ -14,6 +14,7 @@
 #include "../../fuzz/checkpoint_nets.h"
 #include "qflow/nn/checkpoint.h"
 #include "qflow/nn/serialize.h"
+#include "error_of.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -37,14 +38,7 @@ const Case kCases[] = {
      "keeps exp_avg, exp_avg_sq, step)"},
 };
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 TEST(NnFuzzRegressionsTest, EveryInputIsRefusedWithAQflowError) {
   for (const Case& c : kCases) {

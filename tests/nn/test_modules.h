@@ -7,6 +7,7 @@
 
 #include "qflow/nn/nn.h"
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 namespace qflow::nn::testing {
 
@@ -48,15 +49,6 @@ inline void fill(const Tensor& t, float v) {
   h.fill_(v);
 }
 
-/// The message of the qflow::Error thrown by fn ("" when nothing is thrown).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 }  // namespace qflow::nn::testing

@@ -23,6 +23,7 @@
 #include "qflow/onnx/export.h"
 #include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 namespace onnx_test {
 
@@ -52,16 +53,7 @@ inline ProcessRun run_process(const std::string& cmd, const std::filesystem::pat
   return r;
 }
 
-/// Runs fn and returns the qflow::Error message it threw ("" when it did not throw).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const qflow::Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 /// max |got − want| / max |want|: the error relative to the output's scale.
 inline double relative_error(const Tensor& got, const Tensor& want) {

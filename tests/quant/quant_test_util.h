@@ -10,6 +10,7 @@
 #include "qflow/qflow.h"
 #include "qflow/quant/fake_quantize.h"
 #include "qflow/quant/qparams.h"
+#include "error_of.h"
 
 namespace quant_test {
 
@@ -20,16 +21,7 @@ inline qflow::Tensor vec(std::vector<float> v) {
 
 inline std::vector<float> values(const qflow::Tensor& t) { return qflow::to_vector<float>(t.to(qflow::DType::Float32)); }
 
-/// Runs fn and returns the qflow::Error message it threw ("" when it did not throw).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const qflow::Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using ::qflow::testing_util::error_of;  // tests/error_of.h
 
 /// |got - want| <= rtol * |want| + atol elementwise, after a shape check.
 inline void expect_close(const qflow::Tensor& got, const qflow::Tensor& want, double rtol, double atol = 0.0,

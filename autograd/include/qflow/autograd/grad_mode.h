@@ -5,8 +5,8 @@
 
 namespace qflow::autograd {
 
-/// The autograd layer's dispatch key: below tracing (fx), above the kernels.
-inline constexpr DispatchKey kAutogradKey = 8;
+/// The autograd layer's dispatch key (defined with the others in core's dispatch_key.h).
+using ::qflow::kAutogradKey;
 
 struct GradMode {
   static bool is_enabled() { return !Dispatcher::excluded().has(kAutogradKey); }

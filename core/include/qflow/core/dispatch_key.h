@@ -9,6 +9,17 @@ namespace qflow {
 using DispatchKey = uint8_t;
 inline constexpr int kMaxDispatchKeys = 32;
 
+// Every dispatch layer's key, in one list, from the kernels up (Note [Dispatch layers]). The
+// layers live in other layers of the code; their keys live here, so their order is seen at once.
+/// core (opaque_layout.h): converts oneDNN's opaque tensors for ops that cannot take them; runs
+/// after every other layer, right before the kernel.
+inline constexpr DispatchKey kOpaqueLayoutKey = 1;
+/// autograd (grad_mode.h): records the backward graph, then computes below.
+inline constexpr DispatchKey kAutogradKey = 8;
+/// fx (trace.h): records a proxy's op in the graph; above autograd, so proxies are recorded,
+/// never computed.
+inline constexpr DispatchKey kTraceKey = 16;
+
 class DispatchKeySet {
  public:
   constexpr DispatchKeySet() = default;

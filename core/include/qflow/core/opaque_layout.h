@@ -49,9 +49,7 @@ class OpaqueLayout {
   virtual std::shared_ptr<const OpaqueLayout> with_element_type(DType dtype) const = 0;
 };
 
-/// The dispatch layer that converts opaque tensors for ops that cannot take them; it runs
-/// after every other layer, right before the kernel.
-inline constexpr DispatchKey kOpaqueLayoutKey = 1;
+// The dispatch layer that converts opaque tensors runs under kOpaqueLayoutKey (dispatch_key.h).
 
 /// Conversions between opaque and plain layouts since start-up (or the last reset), counted by
 /// make_plain and by the kernels that bring a plain tensor into an opaque layout.

@@ -9,8 +9,12 @@
 namespace qflow {
 
 /// Makes OpenBLAS use the fastest GEMM kernels for this CPU unless OPENBLAS_CORETYPE is set
-/// (see Note [OpenBLAS kernel selection]); runs once at start-up. Returns the kernel set in use.
+/// (see Note [OpenBLAS kernel selection]); returns the kernel set in use. qflow's own BLAS
+/// calls make the choice on first use (use_best_openblas_kernels); call this first only when
+/// the program calls OpenBLAS itself, before any BLAS call.
 std::string select_openblas_kernels();
+/// select_openblas_kernels() once per process; every qflow BLAS wrapper calls it first.
+void use_best_openblas_kernels();
 
 /// Threads used by kernels and BLAS (default: the number of cores).
 int num_threads();

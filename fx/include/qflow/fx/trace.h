@@ -55,8 +55,8 @@
 
 namespace qflow::fx {
 
-/// The tracing layer's dispatch key: above autograd (8), so proxies are recorded, not computed.
-inline constexpr DispatchKey kTraceKey = 16;
+/// The tracing layer's dispatch key (defined with the others in core's dispatch_key.h).
+using ::qflow::kTraceKey;
 
 using LeafPredicate = std::function<bool(const nn::Module& module, const std::string& path)>;
 
