@@ -25,12 +25,8 @@ std::shared_ptr<fx::GraphModule> copy_graph_module(const fx::GraphModule& gm);
 int64_t uses_of(const fx::Graph& graph, const std::string& path);
 
 /// Starts a pass's summary: its name and the mapping, after checking the mapping's rules against
-/// the float model `gm` (QConfigMapping::check_layers on quantizable_layers(gm)).
+/// the float model `gm` (QConfigMapping::check_layers on quant::quantizable_layers(gm)).
 PassSummary begin_pass(const char* pass, const fx::GraphModule& gm, const QConfigMapping& mapping);
-
-/// Dotted path -> type_name() of every module a call_module node of gm runs whose exact type
-/// the passes quantize (quantizable_types(): Conv2d, Linear).
-std::map<std::string, std::string> quantizable_layers(const fx::GraphModule& gm);
 
 /// The rewrite of Note [QAT rewrite] with each layer's QConfig from summary.mapping (Note
 /// [Per-layer passes]), in place; appends to summary.replaced/left_float/counts.

@@ -100,17 +100,6 @@ PassSummary begin_pass(const char* pass, const fx::GraphModule& gm, const QConfi
   return s;
 }
 
-std::map<std::string, std::string> quantizable_layers(const fx::GraphModule& gm) {
-  const auto& types = quantizable_types();
-  std::map<std::string, std::string> layers;
-  for (const fx::Node* n : gm.graph()) {
-    if (n->op() != fx::NodeOp::CallModule) continue;
-    const std::string type = gm.get_submodule(n->target())->type_name();
-    if (std::find(types.begin(), types.end(), type) != types.end()) layers.emplace(n->target(), type);
-  }
-  return layers;
-}
-
 void quantize_in_place(fx::GraphModule& gm, PassSummary& summary) {
   fold_conv_bn(gm, summary);
   replace_modules<nn::Conv2d, QConv2d>(gm, "QConv2d", summary, &QConv2d::from_float);
@@ -145,6 +134,17 @@ void finish_pass(fx::GraphModule& gm, const TensorList& examples, PassSummary& s
 }
 
 }  // namespace detail
+
+std::map<std::string, std::string> quantizable_layers(const fx::GraphModule& gm) {
+  const auto& types = quantizable_types();
+  std::map<std::string, std::string> layers;
+  for (const fx::Node* n : gm.graph()) {
+    if (n->op() != fx::NodeOp::CallModule) continue;
+    const std::string type = gm.get_submodule(n->target())->type_name();
+    if (std::find(types.begin(), types.end(), type) != types.end()) layers.emplace(n->target(), type);
+  }
+  return layers;
+}
 
 std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const TensorList& examples,
                                                              const QConfigMapping& mapping, PassSummary* summary) {

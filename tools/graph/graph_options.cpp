@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/cli_checks.h"
+#include "common/qconfig_option.h"
 #include "qflow/models/registry.h"
 #include "stages.h"
 
@@ -46,6 +47,7 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
       ->check(CLI::IsMember({"google", "cambricon"}))
       ->capture_default_str();
   app.add_flag("--per-channel", o.per_channel, "qat/deploy: one weight scale per output channel");
+  add_qconfig_option(app, o.qconfig_file);
 }
 
 }  // namespace qflow::tools

@@ -28,6 +28,7 @@ struct GraphOptions {
   std::string scheme = "symmetric";
   std::string formula = "google";
   bool per_channel = false;
+  std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags above
 };
 
 void add_graph_options(CLI::App& app, GraphOptions& options);

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "graph_options.h"
+#include "common/qconfig_option.h"
 #include "qflow/qflow.h"
 #include "qflow/fx/fx.h"
 #include "render.h"
@@ -42,8 +43,8 @@ int run(const GraphOptions& o) {
   model->eval();  // the graphs describe inference; fused folds the running statistics
   const quant::QConfig qconfig{.bits = o.bits, .scheme = quant::parse_scheme(o.scheme),
                                .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel};
-  qconfig.validate();
-  StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}), qconfig, std::move(quant_weights));
+  StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}),
+                       qconfig_mapping(qconfig, o.qconfig_file), std::move(quant_weights));
   std::shared_ptr<fx::GraphModule> gm = build_stage(o.stage, context);
   {
     NoGradGuard no_grad;

@@ -134,6 +134,11 @@ std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Te
 std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example, const QConfig& qconfig,
                                              PassSummary* summary = nullptr);
 
+/// Dotted path -> type_name() of every module a call_module node of `gm` runs whose exact type
+/// the passes quantize (quantizable_types(): Conv2d, Linear): the layers a QConfig mapping
+/// decides, in path order.
+std::map<std::string, std::string> quantizable_layers(const fx::GraphModule& gm);
+
 /// What fuse_integer_layers did.
 struct IntegerFusions {
   fx::ActivationFusions activations;  // fx::fuse_activations, run first
