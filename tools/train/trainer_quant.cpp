@@ -80,7 +80,7 @@ std::shared_ptr<fx::GraphModule> integer_model(std::shared_ptr<fx::GraphModule> 
   const quant::IntegerFusions fusions = quant::fuse_integer_layers(*deploy);
   const std::vector<std::string> floats = quant::float_layers(*deploy);
   fmt::print("qflow-train: deploy model in integers ({}); {}\n", fusions.to_string(),
-             floats.empty() ? std::string("every convolution and linear layer runs int8")
+             floats.empty() ? std::string("every quantized convolution and linear layer runs int8")
                             : fmt::format("{} layers run the float simulation:\n  {}", floats.size(),
                                           fmt::join(floats, "\n  ")));
   return deploy;
@@ -111,7 +111,9 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
     const IntegerAgreement a = measure_integer_agreement(*integer_model(std::move(deploy)), report_loader());
     fmt::print("qflow-train: {} in integers: accuracy {:.2f}%, float simulation {:.2f}%, same argmax on {:.2f}% of {} "
                "test images\n", stage, a.integer_accuracy, a.simulated_accuracy, a.same_argmax, a.images);
-    return integer_row(stage_name(stage), qconfig, a);
+    ResultRow row = integer_row(stage, qconfig, a);
+    row.stage = stage_name(row.stage);
+    return row;
   };
   std::vector<ResultRow> rows;
   if (o_.qat) {
