@@ -65,10 +65,11 @@ void check_trained_qconfig(const nn::CheckpointMetadata& meta, const quant::QCon
     // Written before mappings: one QConfig for every layer.
     const std::string grid = grid_of(mapping.global());
     QFLOW_CHECK(mapping.rules().empty() && tag->second.find(grid) != std::string::npos,
-                "{} was trained with quantization '{}' for every layer, but the flags{} ask for {}{}); pass the same "
-                "--bits, --scheme, --formula and --per-channel",
-                path, tag->second, mapping.rules().empty() ? "" : " and --qconfig", grid,
-                mapping.rules().empty() ? "" : " with per-layer rules");
+                "{} was trained with quantization '{}', but the flags ask for {}){}; pass the same --bits, --scheme, "
+                "--formula and --per-channel",
+                path, tag->second, grid,
+                mapping.rules().empty() ? "" : " with --qconfig's per-layer rules (it predates QConfig mappings: one "
+                                               "QConfig for every layer)");
     return;
   }
   const quant::QConfigMapping trained = quant::QConfigMapping::from_json(recorded->second, {}, path + " (qconfig_mapping)");
