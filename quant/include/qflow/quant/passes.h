@@ -9,6 +9,13 @@
 //   ... train *qat like net ...
 //   auto deploy = quant::dequantization_aware_training(*gm, *qat, example, qconfig);
 //
+// Per layer (Note [Per-layer passes]): 4 bits, conv1 at 8, the classifier float:
+//   quant::QConfigMapping mapping(quant::QConfig{.bits = 4});
+//   mapping.set_path("conv1", quant::QConfig{}).set_type("Linear", std::nullopt);
+//   auto qat = quant::quantization_aware_training(*gm, example, mapping, &summary);
+//   ... train ...
+//   auto deploy = quant::dequantization_aware_training(*gm, *qat, example, mapping);
+//
 // Post-training quantization, for comparison (calibrate is in calibrate.h):
 //   auto ptq = quant::prepare_ptq(*gm, example, qconfig);        // BN folded, then QConv2d/QLinear
 //   quant::calibrate(*ptq, loader, 16);
