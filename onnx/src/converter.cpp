@@ -48,10 +48,10 @@ std::string ExportContext::tensor_arg(const fx::Node& user, const fx::Argument& 
 }
 
 std::string ExportContext::out_name(const fx::Node& node) const {
-  if (&node == result_) return options.output_name;
+  if (const auto it = results_.find(&node); it != results_.end()) return it->second;
   // The graph's input and output names belong to them alone; an inner node that happens to
   // be named alike (an fx node called "output", say) gets a suffix.
-  if (node.name() == options.input_name || node.name() == options.output_name) return node.name() + "__";
+  if (reserved_.count(node.name())) return node.name() + "__";
   return node.name();
 }
 

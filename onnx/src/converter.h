@@ -30,8 +30,11 @@ namespace qflow::onnx::detail {
 
 class ExportContext {
  public:
-  ExportContext(GraphBuilder& builder, fx::GraphModule& gm, const ExportOptions& options, const fx::Node* result)
-      : builder(builder), gm(gm), options(options), result_(result) {}
+  /// `results`: the graph's result nodes with the names of the graph outputs they become
+  /// (a node returned twice is named once); `reserved`: every graph input and output name.
+  ExportContext(GraphBuilder& builder, fx::GraphModule& gm, const ExportOptions& options,
+                std::unordered_map<const fx::Node*, std::string> results, std::set<std::string> reserved)
+      : builder(builder), gm(gm), options(options), results_(std::move(results)), reserved_(std::move(reserved)) {}
 
   GraphBuilder& builder;
   fx::GraphModule& gm;
@@ -49,7 +52,7 @@ class ExportContext {
   /// The ONNX value of a tensor argument of `user`; `what` names the argument in errors.
   std::string tensor_arg(const fx::Node& user, const fx::Argument& arg, std::string_view what);
 
-  /// The name of `node`'s (first) output value: options.output_name for the graph's result.
+  /// The name of `node`'s (first) output value: the graph output's name for a result.
   std::string out_name(const fx::Node& node) const;
   /// A name for an intermediate value or constant of `node`'s conversion: "node/suffix".
   static std::string tmp(const fx::Node& node, std::string_view suffix) { return node.name() + "/" + std::string(suffix); }
@@ -64,7 +67,8 @@ class ExportContext {
   DType dtype(const fx::Node& node) const;
 
  private:
-  const fx::Node* result_;
+  std::unordered_map<const fx::Node*, std::string> results_;
+  std::set<std::string> reserved_;
   std::unordered_map<const fx::Node*, std::vector<std::string>> values_;
 };
 

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "converter.h"
 #include "inline_modules.h"
@@ -23,49 +25,76 @@ namespace {
 
 using detail::Dim;
 
-void check_options(const ExportOptions& o, const Tensor& example) {
+// The graph's input and output names: the lists when given, else the single names (one input
+// or output) or the single names followed by the index.
+std::vector<std::string> io_names(const std::vector<std::string>& listed, const std::string& single, size_t count,
+                                  const char* what) {
+  if (!listed.empty()) {
+    QFLOW_CHECK(listed.size() == count, "onnx export: {} {} names given for {} {}s", listed.size(), what, count, what);
+    return listed;
+  }
+  if (count == 1) return {single};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) names.push_back(single + std::to_string(i));
+  return names;
+}
+
+void check_options(const ExportOptions& o, const TensorList& examples) {
   QFLOW_CHECK(o.opset >= 13 && o.opset <= 17, "onnx export: opset {} is not supported (13 to 17)", o.opset);
   QFLOW_CHECK(!o.input_name.empty() && !o.output_name.empty() && o.input_name != o.output_name,
               "onnx export: input and output names must be non-empty and different, got '{}' and '{}'", o.input_name,
               o.output_name);
-  QFLOW_CHECK(example.defined() && example.is_floating_point(),
-              "onnx export: the example input must be a floating point tensor");
-  QFLOW_CHECK(!o.dynamic_batch || example.dim() >= 1, "onnx export: a dynamic batch needs an example with dimensions");
+  QFLOW_CHECK(!examples.empty(), "onnx export: no example input");
+  for (const Tensor& example : examples) {
+    QFLOW_CHECK(example.defined() && example.is_floating_point(),
+                "onnx export: the example input must be a floating point tensor");
+    QFLOW_CHECK(!o.dynamic_batch || example.dim() >= 1, "onnx export: a dynamic batch needs an example with dimensions");
+  }
   for (const auto& [key, value] : o.metadata)
     QFLOW_CHECK(key.rfind("qflow.", 0) != 0, "onnx export: metadata key '{}' is reserved for qflow", key);
 }
 
-/// Runs gm at the example and, for a dynamic batch, at batch + 1; fills shapes into meta.
-/// Returns the output dims, symbolic where they follow the batch size.
-std::vector<Dim> propagate_shapes(fx::GraphModule& gm, const Tensor& example, const ExportOptions& o) {
-  std::vector<int64_t> other;
+/// Runs gm at the examples and, for a dynamic batch, at batch + 1; fills shapes into meta.
+/// Returns each output's dims, symbolic where they follow the batch size.
+std::vector<std::vector<Dim>> propagate_shapes(fx::GraphModule& gm, const TensorList& examples, const ExportOptions& o,
+                                               const std::vector<std::string>& output_names) {
+  std::vector<std::vector<int64_t>> other;
   if (o.dynamic_batch) {
-    IntList sizes = example.sizes();
-    sizes[0] += 1;
+    TensorList bigger;
+    for (const Tensor& example : examples) {
+      IntList sizes = example.sizes();
+      sizes[0] += 1;
+      bigger.push_back(zeros(sizes, example.dtype()));
+    }
     try {
-      const TensorList out = fx::ShapeProp(gm).run(zeros(sizes, example.dtype()));
-      if (!out.empty()) other = out[0].sizes();
+      for (const Tensor& out : fx::ShapeProp(gm).run(bigger)) other.push_back(out.sizes());
     } catch (const std::exception& e) {
       QFLOW_CHECK(false, "onnx export: the model does not run at batch size {} ({}); a dynamic batch dimension would "
-                  "be wrong, export with dynamic_batch = false", sizes[0], e.what());
+                  "be wrong, export with dynamic_batch = false", bigger[0].sizes()[0], e.what());
     }
   }
-  const TensorList out = fx::ShapeProp(gm).run(example);
-  QFLOW_CHECK(out.size() == 1, "onnx export: the model returns {} tensors; one output is supported", out.size());
-  std::vector<Dim> dims;
-  const auto& here = out[0].sizes();
-  QFLOW_CHECK(!o.dynamic_batch || other.size() == here.size(),
-              "onnx export: the output's rank changes with the batch size ({} vs {} dims)", here.size(), other.size());
-  for (size_t i = 0; i < here.size(); ++i) {
-    if (!o.dynamic_batch || other[i] == here[i]) {
-      dims.emplace_back(here[i]);
-    } else if (here[i] == example.sizes()[0] && other[i] == here[i] + 1) {
-      dims.emplace_back(o.batch_dim_name);
-    } else {
-      dims.emplace_back(fmt::format("{}_dim{}", o.output_name, i));
+  const TensorList out = fx::ShapeProp(gm).run(examples);
+  QFLOW_CHECK(out.size() == output_names.size(), "onnx export: the model returns {} tensors but {} output names were given",
+              out.size(), output_names.size());
+  std::vector<std::vector<Dim>> all;
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::vector<Dim> dims;
+    const auto& here = out[k].sizes();
+    QFLOW_CHECK(!o.dynamic_batch || other[k].size() == here.size(),
+                "onnx export: output '{}' changes its rank with the batch size ({} vs {} dims)", output_names[k],
+                here.size(), other[k].size());
+    for (size_t i = 0; i < here.size(); ++i) {
+      if (!o.dynamic_batch || other[k][i] == here[i]) {
+        dims.emplace_back(here[i]);
+      } else if (here[i] == examples[0].sizes()[0] && other[k][i] == here[i] + 1) {
+        dims.emplace_back(o.batch_dim_name);
+      } else {
+        dims.emplace_back(fmt::format("{}_dim{}", output_names[k], i));
+      }
     }
+    all.push_back(std::move(dims));
   }
-  return dims;
+  return all;
 }
 
 std::string dims_text(const std::vector<Dim>& dims) {
@@ -83,9 +112,32 @@ std::vector<int64_t> summary_dims(const std::vector<Dim>& dims) {
 
 const auto& graph_nodes(detail::GraphBuilder& b) { return b.graph().node(); }
 
+// A deploy model has BN folded into its quantized convolutions; a BatchNormalization left
+// behind a weight's DequantizeLinear is what TensorRT cannot fold, so a quantized model may
+// keep a BatchNormalization only behind a float Conv (a layer its QConfig mapping left float).
+void check_batch_norms(detail::GraphBuilder& builder) {
+  std::map<std::string, const ::onnx::NodeProto*> producer;
+  for (const auto& node : graph_nodes(builder))
+    for (const std::string& out : node.output()) producer[out] = &node;
+  const auto made_by = [&](const std::string& value, const char* op) {
+    const auto it = producer.find(value);
+    return it != producer.end() && it->second->op_type() == op;
+  };
+  for (const auto& node : graph_nodes(builder)) {
+    if (node.op_type() != "BatchNormalization") continue;
+    const auto conv = producer.find(node.input(0));
+    const bool after_float_conv = conv != producer.end() && conv->second->op_type() == "Conv" &&
+                                  !made_by(conv->second->input(1), "DequantizeLinear");
+    QFLOW_CHECK(after_float_conv,
+                "onnx export: the quantized model still holds a BatchNorm (ONNX node '{}'); fold it into its "
+                "convolution before deployment (quant::dequantization_aware_training does)",
+                node.name());
+  }
+}
+
 void convert_node(detail::ExportContext& ctx, const fx::Node& n) {
   switch (n.op()) {
-    case fx::NodeOp::Placeholder: ctx.bind(n, {ctx.options.input_name}); return;
+    case fx::NodeOp::Placeholder:  // bound to the graph inputs before the conversion
     case fx::NodeOp::GetAttr:  // initializers are made on first use (ExportContext::value)
     case fx::NodeOp::Output: return;
     case fx::NodeOp::CallModule: {
@@ -112,57 +164,76 @@ void convert_node(detail::ExportContext& ctx, const fx::Node& n) {
   }
 }
 
-ExportSummary convert(const fx::GraphModule& source, const Tensor& example, const ExportOptions& o) {
-  check_options(o, example);
+ExportSummary convert(const fx::GraphModule& source, const TensorList& examples, const ExportOptions& o) {
+  check_options(o, examples);
   // A deep copy in eval mode: the caller's module keeps its mode, weights and graph.
   auto gm = std::dynamic_pointer_cast<fx::GraphModule>(source.clone());
   QFLOW_ASSERT(gm != nullptr, "GraphModule::clone returned another type");
   gm->eval();
   gm->graph().eliminate_dead_code();
-  QFLOW_CHECK(gm->graph().placeholders().size() == 1, "onnx export: the graph has {} inputs; one input is supported",
-              gm->graph().placeholders().size());
-  const std::vector<Dim> out_dims = propagate_shapes(*gm, example, o);
-  detail::inline_modules(*gm);
-
+  const std::vector<fx::Node*> placeholders = gm->graph().placeholders();
+  QFLOW_CHECK(placeholders.size() == examples.size(), "onnx export: the graph has {} inputs but {} example inputs were given",
+              placeholders.size(), examples.size());
   const fx::Node* out_node = gm->graph().output_node();
   QFLOW_CHECK(out_node && !out_node->args().empty(), "onnx export: the graph has no output");
-  fx::Argument result_arg = out_node->args()[0];
-  if (result_arg.is_node_list() && result_arg.node_list().size() == 1) result_arg = result_arg.node_list()[0];
-  QFLOW_CHECK(result_arg.is_node(), "onnx export: the graph's output {} is not one tensor",
-              fx::format_argument(result_arg));
-  const fx::Node* result = result_arg.node();
+  const fx::Argument& result_arg = out_node->args()[0];
+  std::vector<const fx::Node*> results;
+  if (result_arg.is_node_list()) {
+    for (const fx::Node* r : result_arg.node_list()) results.push_back(r);
+  } else {
+    QFLOW_CHECK(result_arg.is_node(), "onnx export: the graph's output {} is not a tensor or a list of tensors",
+                fx::format_argument(result_arg));
+    results.push_back(result_arg.node());
+  }
+  const std::vector<std::string> in_names = io_names(o.input_names, o.input_name, examples.size(), "input");
+  const std::vector<std::string> out_names = io_names(o.output_names, o.output_name, results.size(), "output");
+  std::set<std::string> reserved(in_names.begin(), in_names.end());
+  for (const std::string& name : out_names)
+    QFLOW_CHECK(!name.empty() && reserved.insert(name).second,
+                "onnx export: graph input and output names must be non-empty and distinct, got '{}' twice", name);
+  const std::vector<std::vector<Dim>> out_dims = propagate_shapes(*gm, examples, o, out_names);
+  detail::inline_modules(*gm);
 
   ::onnx::ModelProto model;
   detail::GraphBuilder builder(*model.mutable_graph());
-  detail::ExportContext ctx(builder, *gm, o, result);
+  // A node returned twice (or a graph input returned) becomes its first output by name and the
+  // others by Identity below.
+  std::unordered_map<const fx::Node*, std::string> result_names;
+  for (size_t k = 0; k < results.size(); ++k)
+    if (results[k]->op() != fx::NodeOp::Placeholder) result_names.emplace(results[k], out_names[k]);
+  detail::ExportContext ctx(builder, *gm, o, result_names, reserved);
+  for (size_t i = 0; i < placeholders.size(); ++i) ctx.bind(*placeholders[i], {in_names[i]});
   for (const fx::Node* n : gm->graph()) convert_node(ctx, *n);
-  if (ctx.quantized) {
-    // A deploy model has BN folded into its convolutions; a BatchNormalization left behind a
-    // weight's DequantizeLinear is what TensorRT cannot fold, so it is refused here.
-    for (const auto& node : graph_nodes(builder))
-      QFLOW_CHECK(node.op_type() != "BatchNormalization",
-                  "onnx export: the quantized model still holds a BatchNorm (ONNX node '{}'); fold it into its "
-                  "convolution before deployment (quant::dequantization_aware_training does)",
-                  node.name());
-  }
-  const std::string produced = ctx.value(*result, *out_node);
-  // The result is another node's value (an input, an eval dropout): name it with Identity.
-  if (produced != o.output_name) builder.node("Identity", {produced}, {o.output_name});
+  if (ctx.quantized) check_batch_norms(builder);
 
-  std::vector<Dim> in_dims(example.sizes().begin(), example.sizes().end());
-  if (o.dynamic_batch) in_dims[0] = o.batch_dim_name;
-  const std::string dtype_name = fmt::format("{}", example.dtype());
-  const std::string in_doc = fmt::format("{} {}: the model's input, laid out as qflow's (NCHW for images)",
-                                         dtype_name, dims_text(in_dims));
-  const std::string out_doc = fmt::format("{} {}: the model's output (logits for the zoo's classifiers)",
-                                          fmt::format("{}", ctx.dtype(*result)), dims_text(out_dims));
-  builder.input(o.input_name, example.dtype(), in_dims, in_doc);
-  builder.output(o.output_name, ctx.dtype(*result), out_dims, out_doc);
+  std::vector<std::string> in_docs, out_docs;
+  std::vector<std::vector<Dim>> in_dims;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    std::vector<Dim> dims(examples[i].sizes().begin(), examples[i].sizes().end());
+    if (o.dynamic_batch) dims[0] = o.batch_dim_name;
+    const std::string doc = fmt::format("{} {}: {}", fmt::format("{}", examples[i].dtype()), dims_text(dims),
+                                        examples.size() == 1 ? "the model's input, laid out as qflow's (NCHW for images)"
+                                                             : fmt::format("the model's input {}", i));
+    builder.input(in_names[i], examples[i].dtype(), dims, doc);
+    in_docs.push_back(fmt::format("Input '{}': {}.", in_names[i], doc));
+    in_dims.push_back(std::move(dims));
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    const std::string produced = ctx.value(*results[k], *out_node);
+    // The result is another node's value (an input, an eval dropout, an output already named):
+    // name it with Identity.
+    if (produced != out_names[k]) builder.node("Identity", {produced}, {out_names[k]});
+    const std::string doc = fmt::format("{} {}: {}", fmt::format("{}", ctx.dtype(*results[k])), dims_text(out_dims[k]),
+                                        results.size() == 1 ? "the model's output (logits for the zoo's classifiers)"
+                                                            : fmt::format("the model's output {}", k));
+    builder.output(out_names[k], ctx.dtype(*results[k]), out_dims[k], doc);
+    out_docs.push_back(fmt::format("Output '{}': {}.", out_names[k], doc));
+  }
 
   ::onnx::GraphProto& graph = *model.mutable_graph();
   graph.set_name(o.graph_name);
-  graph.set_doc_string(fmt::format("Exported by qflow {}. Input '{}': {}. Output '{}': {}.", QFLOW_VERSION, o.input_name,
-                                   in_doc, o.output_name, out_doc));
+  graph.set_doc_string(fmt::format("Exported by qflow {}. {} {}", QFLOW_VERSION, fmt::join(in_docs, " "),
+                                   fmt::join(out_docs, " ")));
   // IR 7 is the version of opset 13 (ONNX 1.8); IR 8 came with opsets 14 and 15.
   model.set_ir_version(o.opset == 13 ? 7 : 8);
   model.set_producer_name("qflow");
@@ -181,10 +252,14 @@ ExportSummary convert(const fx::GraphModule& source, const Tensor& example, cons
   for (const auto& [key, value] : o.metadata) meta(key, value);
 
   ExportSummary s;
-  s.input_name = o.input_name;
-  s.output_name = o.output_name;
-  s.input_shape = summary_dims(in_dims);
-  s.output_shape = summary_dims(out_dims);
+  s.input_names = in_names;
+  s.output_names = out_names;
+  for (const auto& dims : in_dims) s.input_shapes.push_back(summary_dims(dims));
+  for (const auto& dims : out_dims) s.output_shapes.push_back(summary_dims(dims));
+  s.input_name = in_names[0];
+  s.output_name = out_names[0];
+  s.input_shape = s.input_shapes[0];
+  s.output_shape = s.output_shapes[0];
   s.op_counts = builder.op_counts();
   s.num_nodes = graph.node_size();
   s.num_initializers = graph.initializer_size();
@@ -222,21 +297,30 @@ std::shared_ptr<fx::GraphModule> trace_for_export(const std::shared_ptr<nn::Modu
 
 std::string qflow_version() { return QFLOW_VERSION; }
 
+ExportSummary export_to_bytes(const fx::GraphModule& gm, const TensorList& examples, const ExportOptions& options) {
+  return convert(gm, examples, options);
+}
+
 ExportSummary export_to_bytes(const fx::GraphModule& gm, const Tensor& example, const ExportOptions& options) {
-  return convert(gm, example, options);
+  return convert(gm, TensorList{example}, options);
 }
 
 ExportSummary export_to_bytes(const std::shared_ptr<nn::Module>& module, const Tensor& example,
                               const ExportOptions& options) {
-  check_options(options, example);  // before tracing, whose errors would be less clear
-  return convert(*trace_for_export(module, example), example, options);
+  check_options(options, TensorList{example});  // before tracing, whose errors would be less clear
+  return convert(*trace_for_export(module, example), TensorList{example}, options);
+}
+
+ExportSummary export_model(const fx::GraphModule& gm, const TensorList& examples, const std::string& path,
+                           const ExportOptions& options) {
+  ExportSummary s = export_to_bytes(gm, examples, options);
+  write_file(path, s.bytes);
+  return s;
 }
 
 ExportSummary export_model(const fx::GraphModule& gm, const Tensor& example, const std::string& path,
                            const ExportOptions& options) {
-  ExportSummary s = export_to_bytes(gm, example, options);
-  write_file(path, s.bytes);
-  return s;
+  return export_model(gm, TensorList{example}, path, options);
 }
 
 ExportSummary export_model(const std::shared_ptr<nn::Module>& module, const Tensor& example, const std::string& path,

@@ -25,4 +25,10 @@ void CalibrationSession::observe(const Tensor& images) {
   ++batches_;
 }
 
+void CalibrationSession::observe(const TensorList& inputs) {
+  NoGradGuard no_grad;
+  (void)model_.call(inputs);
+  ++batches_;
+}
+
 }  // namespace qflow::quant

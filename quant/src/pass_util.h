@@ -1,5 +1,6 @@
 #pragma once
 // What the quantization passes (qat_pass.cpp, deploy_pass.cpp, ptq.cpp) share.
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,11 +24,16 @@ std::shared_ptr<fx::GraphModule> copy_graph_module(const fx::GraphModule& gm);
 /// Nodes that use the module at `path`: call_module of it, or call_module/get_attr below it.
 int64_t uses_of(const fx::Graph& graph, const std::string& path);
 
-/// The rewrite of Note [QAT rewrite], in place; appends to summary.replaced/counts.
-void quantize_in_place(fx::GraphModule& gm, const QConfig& qconfig, PassSummary& summary);
+/// Starts a pass's summary: its name and the mapping, after checking the mapping's rules against
+/// the float model `gm` (QConfigMapping::check_layers on quant::quantizable_layers(gm)).
+PassSummary begin_pass(const char* pass, const fx::GraphModule& gm, const QConfigMapping& mapping);
+
+/// The rewrite of Note [QAT rewrite] with each layer's QConfig from summary.mapping (Note
+/// [Per-layer passes]), in place; appends to summary.replaced/left_float/counts.
+void quantize_in_place(fx::GraphModule& gm, PassSummary& summary);
 
 /// Ends a pass: recompile (lint), rows in graph order, leftover counts, node shapes from a
-/// side-effect-free eval run of `example` (fx::ShapeProp) and the quant meta.
-void finish_pass(fx::GraphModule& gm, const Tensor& example, PassSummary& summary);
+/// side-effect-free eval run of `examples` (fx::ShapeProp) and the quant meta.
+void finish_pass(fx::GraphModule& gm, const TensorList& examples, PassSummary& summary);
 
 }  // namespace qflow::quant::detail

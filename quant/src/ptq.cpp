@@ -4,12 +4,9 @@
 
 namespace qflow::quant {
 
-std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example, const QConfig& qconfig,
-                                             PassSummary* summary) {
-  qconfig.validate();
-  PassSummary s;
-  s.pass = "prepare_ptq";
-  s.qconfig = qconfig;
+std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const TensorList& examples,
+                                             const QConfigMapping& mapping, PassSummary* summary) {
+  PassSummary s = detail::begin_pass("prepare_ptq", gm, mapping);
   // fuse_conv_bn folds only eval-mode BatchNorms (it freezes their statistics); gm's own
   // modes are not ours to change, so fold a copy that is in eval mode.
   detail::ScratchGenerator keep_callers_stream;
@@ -23,10 +20,20 @@ std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Te
   };
   auto ptq = fx::fuse_conv_bn(*copy);
   s.batchnorm_folded = count_bn(*copy) - count_bn(*ptq);
-  detail::quantize_in_place(*ptq, qconfig, s);
-  detail::finish_pass(*ptq, example, s);
+  detail::quantize_in_place(*ptq, s);
+  detail::finish_pass(*ptq, examples, s);
   if (summary != nullptr) *summary = std::move(s);
   return ptq;
+}
+
+std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example,
+                                             const QConfigMapping& mapping, PassSummary* summary) {
+  return prepare_ptq(gm, TensorList{example}, mapping, summary);
+}
+
+std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example, const QConfig& qconfig,
+                                             PassSummary* summary) {
+  return prepare_ptq(gm, TensorList{example}, QConfigMapping(qconfig), summary);
 }
 
 }  // namespace qflow::quant

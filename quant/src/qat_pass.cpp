@@ -21,8 +21,8 @@ bool tracks_running_stats(const fx::Node& n, const fx::GraphModule& gm) {
 }
 
 // Conv2d → BatchNorm2d chains whose two modules nothing else uses become QConvBN at the
-// conv's path (the BN's node and submodule go).
-void fold_conv_bn(fx::GraphModule& gm, const QConfig& qc, PassSummary& summary) {
+// conv's path (the BN's node and submodule go), unless the mapping leaves the conv float.
+void fold_conv_bn(fx::GraphModule& gm, PassSummary& summary) {
   const fx::NodePattern is_bn = fx::module_type<nn::BatchNorm2d>();
   const fx::Pattern conv_bn{fx::module_type<nn::Conv2d>(),
                             fx::where("BatchNorm2d with running statistics", [is_bn](const fx::Node& n, const fx::GraphModule& g) {
@@ -30,30 +30,39 @@ void fold_conv_bn(fx::GraphModule& gm, const QConfig& qc, PassSummary& summary) 
                             })};
   for (const fx::Match& m : fx::match_chains(gm, conv_bn)) {
     const std::string conv_path = m.nodes[0]->target(), bn_path = m.nodes[1]->target();
+    const std::optional<QConfig> qc = summary.mapping.resolve(conv_path, "Conv2d");
+    if (!qc) continue;  // left float, BN and all (replace_modules records the row)
     // A shared conv or BN keeps its float pair; the conv alone is quantized below.
     if (uses_of(gm.graph(), conv_path) != 1 || uses_of(gm.graph(), bn_path) != 1) continue;
-    auto q = QConvBN::from_float(*gm.get_submodule<nn::Conv2d>(conv_path), *gm.get_submodule<nn::BatchNorm2d>(bn_path), qc);
+    auto q = QConvBN::from_float(*gm.get_submodule<nn::Conv2d>(conv_path), *gm.get_submodule<nn::BatchNorm2d>(bn_path), *qc);
     const fx::Node* node = fx::replace_chain(gm, m, q, conv_path);
-    summary.replaced.push_back({node->name(), conv_path, "Conv2d + BatchNorm2d", "QConvBN", bn_path});
+    summary.replaced.push_back({node->name(), conv_path, "Conv2d + BatchNorm2d", "QConvBN", bn_path, qc});
     ++summary.counts["QConvBN"];
     ++summary.batchnorm_folded;
   }
 }
 
 // Every node calling a module of type From gets a To built by `make` in that module's place
-// (one new module per path, so calls that shared a module still share one).
+// with the QConfig the mapping resolves for its path (one new module per path, so calls that
+// shared a module still share one); a layer the mapping leaves float stays as it is.
 template <class From, class To>
 void replace_modules(fx::GraphModule& gm, const std::string& to_name, PassSummary& summary,
-                     std::shared_ptr<To> (*make)(const From&, const QConfig&), const QConfig& qc) {
+                     std::shared_ptr<To> (*make)(const From&, const QConfig&)) {
+  const std::string from_name = fx::detail::short_type_name(typeid(From));
   std::unordered_map<std::string, bool> done;
   for (const fx::Match& m : fx::match_chains(gm, fx::Pattern{fx::module_type<From>()})) {
     const fx::Node* node = m.first();
     const std::string& path = node->target();
+    const std::optional<QConfig> qc = summary.mapping.resolve(path, from_name);
+    if (!qc) {
+      summary.left_float.push_back({node->name(), path, from_name, from_name, "", std::nullopt});
+      continue;
+    }
     if (!done[path]) {
-      gm.add_submodule(path, make(*gm.get_submodule<From>(path), qc));
+      gm.add_submodule(path, make(*gm.get_submodule<From>(path), *qc));
       done[path] = true;
     }
-    summary.replaced.push_back({node->name(), path, fx::detail::short_type_name(typeid(From)), to_name, ""});
+    summary.replaced.push_back({node->name(), path, from_name, to_name, "", qc});
     ++summary.counts[to_name];
   }
 }
@@ -83,46 +92,79 @@ int64_t uses_of(const fx::Graph& graph, const std::string& path) {
   return uses;
 }
 
-void quantize_in_place(fx::GraphModule& gm, const QConfig& qconfig, PassSummary& summary) {
-  fold_conv_bn(gm, qconfig, summary);
-  replace_modules<nn::Conv2d, QConv2d>(gm, "QConv2d", summary, &QConv2d::from_float, qconfig);
-  replace_modules<nn::Linear, QLinear>(gm, "QLinear", summary, &QLinear::from_float, qconfig);
+PassSummary begin_pass(const char* pass, const fx::GraphModule& gm, const QConfigMapping& mapping) {
+  mapping.check_layers(quantizable_layers(gm), pass);
+  PassSummary s;
+  s.pass = pass;
+  s.mapping = mapping;
+  return s;
 }
 
-void finish_pass(fx::GraphModule& gm, const Tensor& example, PassSummary& summary) {
+void quantize_in_place(fx::GraphModule& gm, PassSummary& summary) {
+  fold_conv_bn(gm, summary);
+  replace_modules<nn::Conv2d, QConv2d>(gm, "QConv2d", summary, &QConv2d::from_float);
+  replace_modules<nn::Linear, QLinear>(gm, "QLinear", summary, &QLinear::from_float);
+}
+
+void finish_pass(fx::GraphModule& gm, const TensorList& examples, PassSummary& summary) {
   gm.recompile();
   std::unordered_map<std::string, size_t> position;
   for (const fx::Node* n : gm.graph()) position.emplace(n->name(), position.size());
-  std::stable_sort(summary.replaced.begin(), summary.replaced.end(),
-                   [&](const Replacement& a, const Replacement& b) { return position.at(a.node) < position.at(b.node); });
+  for (auto* rows : {&summary.replaced, &summary.left_float})
+    std::stable_sort(rows->begin(), rows->end(), [&](const Replacement& a, const Replacement& b) {
+      return position.at(a.node) < position.at(b.node);
+    });
   summary.batchnorm_left = count_modules(gm, "BatchNorm2d");
   summary.conv_left = count_modules(gm, "Conv2d");
   summary.linear_left = count_modules(gm, "Linear");
-  QFLOW_CHECK(example.defined(), "{}: the example input is undefined", summary.pass);
+  for (size_t i = 0; i < examples.size(); ++i)
+    QFLOW_CHECK(examples[i].defined(), "{}: the example input{} is undefined", summary.pass,
+                examples.size() == 1 ? std::string() : fmt::format(" {}", i));
+  QFLOW_CHECK(examples.size() == gm.graph().placeholders().size(),
+              "{}: the model takes {} inputs but {} example inputs were given", summary.pass,
+              gm.graph().placeholders().size(), examples.size());
   {
     // Eval mode: BatchNorm with a batch of one still runs, and nothing would record anyway
     // (ShapeProp also restores buffers and the generator).
     ModeGuard modes(gm);
     gm.eval();
-    fx::ShapeProp(gm).run(example);
+    fx::ShapeProp(gm).run(examples);
   }
   annotate_quant_meta(gm);
 }
 
 }  // namespace detail
 
-std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const Tensor& example,
-                                                             const QConfig& qconfig, PassSummary* summary) {
-  qconfig.validate();
-  PassSummary s;
-  s.pass = "quantization_aware_training";
-  s.qconfig = qconfig;
+std::map<std::string, std::string> quantizable_layers(const fx::GraphModule& gm) {
+  const auto& types = quantizable_types();
+  std::map<std::string, std::string> layers;
+  for (const fx::Node* n : gm.graph()) {
+    if (n->op() != fx::NodeOp::CallModule) continue;
+    const std::string type = gm.get_submodule(n->target())->type_name();
+    if (std::find(types.begin(), types.end(), type) != types.end()) layers.emplace(n->target(), type);
+  }
+  return layers;
+}
+
+std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const TensorList& examples,
+                                                             const QConfigMapping& mapping, PassSummary* summary) {
+  PassSummary s = detail::begin_pass("quantization_aware_training", gm, mapping);
   detail::ScratchGenerator keep_callers_stream;
   auto qat = detail::copy_graph_module(gm);
-  detail::quantize_in_place(*qat, qconfig, s);
-  detail::finish_pass(*qat, example, s);
+  detail::quantize_in_place(*qat, s);
+  detail::finish_pass(*qat, examples, s);
   if (summary != nullptr) *summary = std::move(s);
   return qat;
+}
+
+std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const Tensor& example,
+                                                             const QConfigMapping& mapping, PassSummary* summary) {
+  return quantization_aware_training(gm, TensorList{example}, mapping, summary);
+}
+
+std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const Tensor& example,
+                                                             const QConfig& qconfig, PassSummary* summary) {
+  return quantization_aware_training(gm, TensorList{example}, QConfigMapping(qconfig), summary);
 }
 
 }  // namespace qflow::quant

@@ -159,6 +159,34 @@ class OnnxTest : public ::testing::Test {
     return qflow::from_vector<float>(values, out_dims);
   }
 
+  /// Runs a model with several inputs in ONNX Runtime (tests/onnx/run_all_outputs.js); returns
+  /// every graph output, in order (float32 outputs only).
+  TensorList run_ort_all(const std::string& model, const TensorList& inputs) const {
+    std::string args;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor x = inputs[i].to(qflow::DType::Float32).contiguous();
+      const auto in_path = dir_ / fmt::format("ort_in{}.bin", i);
+      std::ofstream f(in_path, std::ios::binary);
+      f.write(static_cast<const char*>(x.raw_data()), static_cast<std::streamsize>(x.nbytes()));
+      args += " " + in_path.string() + " " + fmt::format("{}", fmt::join(x.sizes(), ","));
+    }
+    const ProcessRun r = run_process(
+        "node " + std::string(QFLOW_SOURCE_DIR) + "/tests/onnx/run_all_outputs.js " + model + args + " " + dir_.string(), dir_);
+    if (r.status != 0) {
+      ADD_FAILURE() << "ONNX Runtime failed on " << model << ":\n" << r.err << r.out;
+      return {};
+    }
+    TensorList outputs;
+    for (const auto& out : json::parse(r.out)) {
+      EXPECT_EQ(out["type"], "float32") << out["name"];
+      const std::string bytes = read_file(out["file"].get<std::string>());
+      std::vector<float> values(bytes.size() / sizeof(float));
+      std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+      outputs.push_back(qflow::from_vector<float>(values, out["dims"].get<std::vector<int64_t>>()));
+    }
+    return outputs;
+  }
+
   std::filesystem::path dir_;
 };
 

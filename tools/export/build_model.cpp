@@ -32,8 +32,8 @@ Kind kind_of(const nn::StateDict& sd) {
 /// The deploy model of `float_gm` calibrated on `loader`'s first batches (post-training).
 std::shared_ptr<fx::GraphModule> calibrated_deploy(const fx::GraphModule& float_gm, const Tensor& example,
                                                    const ExportCliOptions& o) {
-  const quant::QConfig qc = o.qconfig();
-  auto ptq = quant::prepare_ptq(float_gm, example, qc);
+  const quant::QConfigMapping mapping = o.qconfig_mapping();
+  auto ptq = quant::prepare_ptq(float_gm, example, mapping);
   DataOptions d{.dataset = o.calibrate, .data = o.data, .augment = false, .test_subset = o.calibrate_batches * o.batch_size,
                 .load_train = false};
   const DataSetup setup = make_data(d);
@@ -42,21 +42,44 @@ std::shared_ptr<fx::GraphModule> calibrated_deploy(const fx::GraphModule& float_
               o.calibrate, setup.channels, setup.image_size, setup.image_size, o.in_channels, o.image_size, o.image_size);
   data::DataLoader loader(setup.test, {.batch_size = o.batch_size, .transform = setup.test_transform});
   quant::calibrate(*ptq, loader, o.calibrate_batches);
-  return quant::dequantization_aware_training(float_gm, *ptq, example, qc);
+  return quant::dequantization_aware_training(float_gm, *ptq, example, mapping);
+}
+
+// The grid a QConfig puts a layer's numbers on (what observer statistics are ranges on):
+// "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true", or "float".
+std::string grid_of(const std::optional<quant::QConfig>& qc) {
+  const std::string text = quant::to_string(qc);
+  return text.substr(0, text.find(", momentum"));
 }
 
 /// qflow-train's training checkpoints record the QAT QConfig ("quant": "qat QConfig(bits=8,
-/// ...)"). Observers store ranges, not grids, so statistics trained for one grid would load
-/// silently under another: the flags must name the grid the model was trained for.
-void check_trained_qconfig(const nn::CheckpointMetadata& meta, const quant::QConfig& qc, const std::string& path) {
-  const auto it = meta.find("quant");
-  if (it == meta.end()) return;
-  std::string grid = qc.to_string();
-  grid = grid.substr(0, grid.find(", momentum"));  // "QConfig(bits=8, scheme=..., per_layer=true"
-  QFLOW_CHECK(it->second.find(grid) != std::string::npos,
-              "{} was trained with quantization '{}', but the flags ask for {}); pass the same --bits, --scheme, "
-              "--formula and --per-channel",
-              path, it->second, grid);
+/// ...)") and the QConfig mapping ("qconfig_mapping", Note [QConfig mapping]). Observers store
+/// ranges, not grids, so statistics trained for one grid would load silently under another:
+/// the flags and --qconfig must give every layer of `float_gm` the grid it was trained with.
+void check_trained_qconfig(const nn::CheckpointMetadata& meta, const quant::QConfigMapping& mapping,
+                           const fx::GraphModule& float_gm, const std::string& path) {
+  const auto tag = meta.find("quant");
+  if (tag == meta.end()) return;
+  const auto recorded = meta.find("qconfig_mapping");
+  if (recorded == meta.end() || recorded->second.empty()) {
+    // Written before mappings: one QConfig for every layer.
+    const std::string grid = grid_of(mapping.global());
+    QFLOW_CHECK(mapping.rules().empty() && tag->second.find(grid) != std::string::npos,
+                "{} was trained with quantization '{}', but the flags ask for {}){}; pass the same --bits, --scheme, "
+                "--formula and --per-channel",
+                path, tag->second, grid,
+                mapping.rules().empty() ? "" : " with --qconfig's per-layer rules (it predates QConfig mappings: one "
+                                               "QConfig for every layer)");
+    return;
+  }
+  const quant::QConfigMapping trained = quant::QConfigMapping::from_json(recorded->second, {}, path + " (qconfig_mapping)");
+  for (const auto& [layer, type] : quant::quantizable_layers(float_gm)) {
+    const std::string want = grid_of(trained.resolve(layer, type)), got = grid_of(mapping.resolve(layer, type));
+    QFLOW_CHECK(want == got,
+                "{} was trained with layer '{}' at {} (its QConfig mapping's {}), but the flags and --qconfig give it "
+                "{} (their {}); pass the --qconfig file and flags it was trained with",
+                path, layer, want, trained.deciding_rule(layer, type), got, mapping.deciding_rule(layer, type));
+  }
 }
 
 }  // namespace
@@ -83,7 +106,9 @@ BuiltModel build_model(const ExportCliOptions& o) {
                 o.checkpoint, kind == Kind::Qat ? "QAT" : "deploy");
     return {float_gm, example, fmt::format("float model, {}", weights)};
   }
-  const quant::QConfig qc = o.qconfig();
+  const quant::QConfigMapping mapping = o.qconfig_mapping();
+  const std::string numerics = mapping.rules().empty() ? quant::to_string(mapping.global())
+                                                       : fmt::format("QConfig mapping {}", o.qconfig_file);
   if (kind == Kind::Float) {
     QFLOW_CHECK(!o.calibrate.empty(),
                 "--stage deploy needs quantization statistics: a QAT or deploy checkpoint "
@@ -91,24 +116,25 @@ BuiltModel build_model(const ExportCliOptions& o) {
                 o.checkpoint.empty() ? "the model" : o.checkpoint);
     return {calibrated_deploy(*float_gm, example, o), example,
             fmt::format("{}, calibrated on {} batches of {} ({})", weights, o.calibrate_batches, o.calibrate,
-                        qc.to_string())};
+                        numerics)};
   }
-  check_trained_qconfig(meta, qc, o.checkpoint);
-  auto qat = quant::quantization_aware_training(*float_gm, example, qc);
+  check_trained_qconfig(meta, mapping, *float_gm, o.checkpoint);
+  auto qat = quant::quantization_aware_training(*float_gm, example, mapping);
   if (kind == Kind::Qat) {
     qat->load_state_dict(sd);
-    return {quant::dequantization_aware_training(*float_gm, *qat, example, qc), example,
-            fmt::format("QAT checkpoint {}, deployed ({})", o.checkpoint, qc.to_string())};
+    return {quant::dequantization_aware_training(*float_gm, *qat, example, mapping), example,
+            fmt::format("QAT checkpoint {}, deployed ({})", o.checkpoint, numerics)};
   }
   // A deploy state_dict: one random batch gives the observers a range so the deploy pass can
   // build the graph; every value is then replaced by the file's (strict load). A file of an
   // older qflow holds float weights, converted exactly to the integers the layers store now.
   quant::calibrate(*qat, std::vector<Tensor>{example});
-  auto deploy = quant::dequantization_aware_training(*float_gm, *qat, example, qc);
-  const size_t upgraded = quant::upgrade_deploy_state_dict(sd, qc);
+  auto deploy = quant::dequantization_aware_training(*float_gm, *qat, example, mapping);
+  // Float weights are in files of an older qflow, which had one QConfig for every layer.
+  const size_t upgraded = mapping.global() ? quant::upgrade_deploy_state_dict(sd, *mapping.global()) : 0;
   deploy->load_state_dict(sd);
   return {deploy, example,
-          fmt::format("deploy checkpoint {} ({}{})", o.checkpoint, qc.to_string(),
+          fmt::format("deploy checkpoint {} ({}{})", o.checkpoint, numerics,
                       upgraded ? fmt::format("; {} float weights converted to their integers", upgraded) : "")};
 }
 

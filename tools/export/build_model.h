@@ -16,7 +16,10 @@
 //                        post-training quantization (BN folded, observers calibrated on the
 //                        data set's test split).
 // A deploy stage from float weights without --calibrate is refused: there are no statistics
-// to freeze. A training checkpoint that records its QAT QConfig must match the flags' grid.
+// to freeze. A training checkpoint that records its QAT QConfig (mapping) must give every layer
+// the grid the flags and --qconfig give it (check_trained_qconfig). Every stage quantizes with
+// the mapping of the flags and --qconfig (Note [QConfig mapping]): layers it leaves float are
+// exported float, and ONNX refuses layers of other widths than 8 bits naming them.
 #include <memory>
 #include <string>
 

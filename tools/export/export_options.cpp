@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/cli_checks.h"
+#include "common/qconfig_option.h"
 #include "qflow/models/registry.h"
 
 namespace qflow::tools {
@@ -14,6 +15,8 @@ quant::QConfig ExportCliOptions::qconfig() const {
   qc.validate();
   return qc;
 }
+
+quant::QConfigMapping ExportCliOptions::qconfig_mapping() const { return tools::qconfig_mapping(qconfig(), qconfig_file); }
 
 void add_export_options(CLI::App& app, ExportCliOptions& o) {
   const std::vector<std::string> models = models::model_names();
@@ -46,6 +49,7 @@ void add_export_options(CLI::App& app, ExportCliOptions& o) {
       ->check(CLI::IsMember({"google", "cambricon"}))
       ->capture_default_str();
   app.add_flag("--per-channel", o.per_channel, "One weight scale per output channel (default: per layer)");
+  add_qconfig_option(app, o.qconfig_file);
   app.add_option("--calibrate", o.calibrate,
                  "Deploy a float checkpoint by post-training calibration on this data set's test split: cifar10 | "
                  "fashion-mnist | mnist | folder")

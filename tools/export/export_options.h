@@ -6,6 +6,7 @@
 #include <string>
 
 #include "qflow/quant/qconfig.h"
+#include "qflow/quant/qconfig_mapping.h"
 
 namespace qflow::tools {
 
@@ -23,6 +24,7 @@ struct ExportCliOptions {
   std::string scheme = "symmetric";
   std::string formula = "google";
   bool per_channel = false;
+  std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags above
   // Post-training calibration, for a deploy model from a float checkpoint.
   std::string calibrate;  // data set name; empty = no calibration
   std::string data;
@@ -37,6 +39,8 @@ struct ExportCliOptions {
   uint64_t seed = 0;
 
   quant::QConfig qconfig() const;
+  /// The per-layer mapping of the flags and --qconfig (qconfig() everywhere without a file).
+  quant::QConfigMapping qconfig_mapping() const;
 };
 
 void add_export_options(CLI::App& app, ExportCliOptions& options);

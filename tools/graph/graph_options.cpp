@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/cli_checks.h"
+#include "common/qconfig_option.h"
 #include "qflow/models/registry.h"
 #include "stages.h"
 
@@ -67,6 +68,7 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
   app.add_option("--worst", o.worst, "--compare: how many of the worst layers to print")
       ->check(kPositive)
       ->capture_default_str();
+  add_qconfig_option(app, o.qconfig_file);
 }
 
 nn::ModulePtr create_model(const GraphOptions& o) {

@@ -37,6 +37,7 @@ struct GraphOptions {
   int64_t calib_batches = 4;    // training batches calibrating a model built from float weights
   std::string float_weights;  // the float reference when --weights is quantized
   int64_t worst = 10;         // rows of the printed table
+  std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags above
 };
 
 void add_graph_options(CLI::App& app, GraphOptions& options);

@@ -45,7 +45,7 @@ std::shared_ptr<fx::GraphModule> StageContext::float_graph() {
 }
 
 std::shared_ptr<fx::GraphModule> StageContext::qat_graph() {
-  auto qat = quant::quantization_aware_training(*float_graph(), example_, qconfig_);
+  auto qat = quant::quantization_aware_training(*float_graph(), example_, mapping_);
   qat->eval();
   if (quant_weights_ && weights_kind(*quant_weights_) == WeightsKind::Qat) qat->load_state_dict(*quant_weights_);
   else quant::calibrate(*qat, calibration_.empty() ? std::vector<Tensor>{example_} : calibration_);
@@ -54,10 +54,11 @@ std::shared_ptr<fx::GraphModule> StageContext::qat_graph() {
 }
 
 std::shared_ptr<fx::GraphModule> StageContext::deploy_graph() {
-  auto deploy = quant::dequantization_aware_training(*float_graph(), *qat_graph(), example_, qconfig_);
+  auto deploy = quant::dequantization_aware_training(*float_graph(), *qat_graph(), example_, mapping_);
   if (quant_weights_ && weights_kind(*quant_weights_) == WeightsKind::Deploy) {
     nn::StateDict weights = *quant_weights_;
-    quant::upgrade_deploy_state_dict(weights, qconfig_);  // float weights of an older qflow
+    // Float weights of an older qflow, which had one QConfig for every layer.
+    if (mapping_.global()) quant::upgrade_deploy_state_dict(weights, *mapping_.global());
     deploy->load_state_dict(weights);
     quant::annotate_quant_meta(*deploy);
   }

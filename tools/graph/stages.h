@@ -11,7 +11,7 @@
 #include "qflow/fx/fx.h"
 #include "qflow/nn/module.h"
 #include "qflow/nn/state_dict.h"
-#include "qflow/quant/qconfig.h"
+#include "qflow/quant/qconfig_mapping.h"
 
 namespace qflow::tools {
 
@@ -21,15 +21,16 @@ enum class WeightsKind { Float, Qat, Deploy };
 WeightsKind weights_kind(const nn::StateDict& weights);
 
 /// What a stage may build on: the model (eval mode, float weights loaded), an example input,
-/// the QConfig of the quantized stages and, optionally, quantized weights (QAT or deploy).
+/// the QConfig mapping of the quantized stages and, optionally, quantized weights (QAT or deploy).
 class StageContext {
  public:
-  StageContext(nn::ModulePtr model, Tensor example, quant::QConfig qconfig = {},
+  StageContext(nn::ModulePtr model, Tensor example, quant::QConfigMapping mapping = quant::QConfigMapping(quant::QConfig{}),
                std::optional<nn::StateDict> quant_weights = std::nullopt)
-      : model_(std::move(model)), example_(std::move(example)), qconfig_(qconfig), quant_weights_(std::move(quant_weights)) {}
+      : model_(std::move(model)), example_(std::move(example)), mapping_(std::move(mapping)),
+        quant_weights_(std::move(quant_weights)) {}
   const nn::ModulePtr& model() const { return model_; }
   const Tensor& example() const { return example_; }
-  const quant::QConfig& qconfig() const { return qconfig_; }
+  const quant::QConfigMapping& mapping() const { return mapping_; }
   /// fx::symbolic_trace of the model on the example, traced once and shared by the stages.
   std::shared_ptr<fx::GraphModule> float_graph();
   /// The QAT model of float_graph() with scales known: QAT weights loaded when given, else
@@ -47,7 +48,7 @@ class StageContext {
  private:
   nn::ModulePtr model_;
   Tensor example_;
-  quant::QConfig qconfig_;
+  quant::QConfigMapping mapping_;
   std::optional<nn::StateDict> quant_weights_;
   std::shared_ptr<fx::GraphModule> float_graph_;
   std::vector<Tensor> calibration_;

@@ -24,7 +24,7 @@ std::vector<std::string> cells_of(const std::string& model, const ResultRow& r) 
 
 }  // namespace
 
-ResultRow integer_row(const std::string& stage, const quant::QConfig& qconfig, const IntegerAgreement& a) {
+ResultRow integer_row(const std::string& stage, const std::optional<quant::QConfig>& qconfig, const IntegerAgreement& a) {
   return {integer_stage(stage, a), qconfig, a.integer_accuracy, a.simulated_accuracy, a.same_argmax};
 }
 

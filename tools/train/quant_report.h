@@ -6,7 +6,9 @@
 // and rewritten by quant::quantization_aware_training before the optimizer is built, so the
 // optimizer, last.safetensors, best.safetensors and --resume all work on the QAT GraphModule,
 // whose state_dict holds the float parameters, the BN and the observer statistics. The
-// checkpoint's metadata records the QConfig, and --resume refuses other quantization flags.
+// checkpoint's metadata records the global QConfig ("quant") and the whole QConfig mapping
+// ("qconfig_mapping", its canonical JSON: the flags, or --qconfig FILE.json over them), and
+// --resume refuses other quantization flags or another mapping.
 // After the last epoch the QAT model becomes its deploy model
 // (quant::dequantization_aware_training, saved as deploy.safetensors) and both are evaluated.
 // --ptq: the float model (trained, or loaded with --weights/--qat-from) is prepared with
@@ -29,14 +31,14 @@ namespace qflow::tools {
 
 struct ResultRow {
   std::string stage;                      // float, QAT, deploy (int8), PTQ (int8)
-  std::optional<quant::QConfig> qconfig = std::nullopt;  // none for float
+  std::optional<quant::QConfig> qconfig = std::nullopt;  // none for float (and for a --qconfig whose global is none)
   double accuracy = 0;                    // %
   // Deploy and PTQ rows: the float simulation's accuracy and the % of images with the same argmax.
   std::optional<double> simulated_accuracy = std::nullopt, same_argmax = std::nullopt;
 };
 
 /// The row of a deployed model (deploy, PTQ): its accuracy in integers beside the simulation's.
-ResultRow integer_row(const std::string& stage, const quant::QConfig& qconfig, const IntegerAgreement& a);
+ResultRow integer_row(const std::string& stage, const std::optional<quant::QConfig>& qconfig, const IntegerAgreement& a);
 
 /// The rows as a Markdown table (the shape of the published QAT results).
 std::string results_table(const std::string& model, const std::vector<ResultRow>& rows);

@@ -1,6 +1,7 @@
 #include "train_options.h"
 
 #include "../common/cli_checks.h"
+#include "../common/qconfig_option.h"
 
 namespace qflow::tools {
 
@@ -85,6 +86,7 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--calib-batches", o.calib_batches, "Training batches that calibrate the PTQ model")
       ->check(kPositive)
       ->capture_default_str();
+  add_qconfig_option(app, o.qconfig_file);
 }
 
 quant::QConfig TrainOptions::qconfig() const {
@@ -94,5 +96,7 @@ quant::QConfig TrainOptions::qconfig() const {
   qc.validate();
   return qc;
 }
+
+quant::QConfigMapping TrainOptions::qconfig_mapping() const { return tools::qconfig_mapping(qconfig(), qconfig_file); }
 
 }  // namespace qflow::tools

@@ -9,6 +9,7 @@
 
 #include "../common/data_setup.h"
 #include "qflow/quant/qconfig.h"
+#include "qflow/quant/qconfig_mapping.h"
 
 namespace qflow::tools {
 
@@ -56,9 +57,12 @@ struct TrainOptions {
   std::string ste = "pure";          // pure | clipped
   std::string bn_fold = "running";   // running | batch (QConvBN in training)
   int64_t calib_batches = 16;        // PTQ calibration batches from the training set
+  std::string qconfig_file;          // --qconfig: a QConfig mapping over the flags (qconfig_option.h)
 
   /// The QConfig the quantization flags describe.
   quant::QConfig qconfig() const;
+  /// The per-layer mapping of the flags and --qconfig (qconfig() everywhere without a file).
+  quant::QConfigMapping qconfig_mapping() const;
 
   /// The data part of the options.
   DataOptions data_options() const {

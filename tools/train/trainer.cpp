@@ -215,6 +215,7 @@ void Trainer::save_last_unchecked(int64_t epoch, int64_t step) const {
   nn::save_training_checkpoint(file_in(o_.checkpoint_dir, "last.safetensors"), *model_, *optimizer_, scheduler_.get(),
                                {.epoch = epoch, .step = step},
                                {{"model", o_.model}, {"dataset", o_.dataset}, {"quant", quant_tag()},
+                                {"qconfig_mapping", qconfig_mapping_tag()},
                                 {"float_acc", float_acc_ ? fmt::format("{:.17g}", *float_acc_) : ""},
                                 {"best_acc", fmt::format("{:.17g}", best_acc_)},
                                 {"epoch_loss_sum", fmt::format("{:.17g}", loss_sum)}, {"epoch_correct", std::to_string(correct)},
@@ -304,6 +305,14 @@ int Trainer::run() {
     const std::string saved_quant = peek.count("quant") ? peek.at("quant") : "none";
     QFLOW_CHECK(saved_quant == quant_tag(), "--resume: {} was trained with quantization '{}' but the flags ask for '{}'",
                 last, saved_quant, quant_tag());
+    // A checkpoint from before mappings had its one QConfig everywhere: the flags' alone.
+    const std::string saved_mapping =
+        peek.count("qconfig_mapping") ? peek.at("qconfig_mapping")
+        : o_.qat                      ? quant::QConfigMapping(o_.qconfig_mapping().global()).to_json()
+                                      : "";
+    QFLOW_CHECK(saved_mapping == qconfig_mapping_tag(),
+                "--resume: {} was trained with the QConfig mapping {} but the flags and --qconfig ask for {}", last,
+                saved_mapping, qconfig_mapping_tag());
     const auto p = nn::load_training_checkpoint(last, *model_, *optimizer_, scheduler_.get(), &meta);
     const int64_t saved_global = meta.count("global_batch") ? std::stoll(meta.at("global_batch")) : global_batch();
     const int64_t saved_world = meta.count("world_size") ? std::stoll(meta.at("world_size")) : 1;
@@ -349,6 +358,7 @@ int Trainer::run() {
       try {
         nn::save(model_->state_dict(), file_in(o_.checkpoint_dir, "best.safetensors"),
                  {{"quant", quant_tag()},
+                  {"qconfig_mapping", qconfig_mapping_tag()},
                   {"test_set", test_set_tag()},
                   {"test_accuracy", fmt::format("{:.17g}", test.accuracy)},
                   {"test_loss", fmt::format("{:.17g}", test.loss)}});

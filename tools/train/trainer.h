@@ -58,6 +58,9 @@ class Trainer {
   void report_quant(std::optional<EvalResult> last);
   /// The checkpoint metadata entry naming the run's quantization ("none" for float runs).
   std::string quant_tag() const;
+  /// The checkpoint metadata entry "qconfig_mapping": the QAT mapping's canonical JSON ("" for
+  /// runs without --qat); --resume refuses a checkpoint whose entry differs.
+  std::string qconfig_mapping_tag() const;
   /// Names the test images evaluate() uses (data set, location, count): best.safetensors
   /// records its accuracy under this tag (Note [Recorded test accuracy]).
   std::string test_set_tag() const;

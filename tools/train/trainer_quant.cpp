@@ -31,11 +31,19 @@ std::optional<EvalResult> recorded_float_accuracy(const std::string& path, const
 
 }  // namespace
 
-std::string Trainer::quant_tag() const { return o_.qat ? "qat " + o_.qconfig().to_string() : "none"; }
+std::string Trainer::quant_tag() const {
+  return o_.qat ? "qat " + quant::to_string(o_.qconfig_mapping().global()) : "none";
+}
+
+std::string Trainer::qconfig_mapping_tag() const { return o_.qat ? o_.qconfig_mapping().to_json() : ""; }
 
 void Trainer::setup_quant() {
-  if (!o_.qat && !o_.ptq) return;
-  const quant::QConfig qconfig = o_.qconfig();  // validates the flags before any work
+  if (!o_.qat && !o_.ptq) {
+    QFLOW_CHECK(o_.qconfig_file.empty(), "qflow-train: --qconfig {} quantizes layers: give it with --qat or --ptq",
+                o_.qconfig_file);
+    return;
+  }
+  const quant::QConfigMapping mapping = o_.qconfig_mapping();  // validates the flags and the file before any work
   if (!o_.qat_from.empty()) load_float_weights(*model_, o_.qat_from);
   float_model_ = model_;
   // Zeros: the passes only need the shapes, and drawing an input would move the random stream.
@@ -57,7 +65,7 @@ void Trainer::setup_quant() {
     }
   }
   quant::PassSummary summary;
-  model_ = quant::quantization_aware_training(*float_gm_, example_, qconfig, &summary);
+  model_ = quant::quantization_aware_training(*float_gm_, example_, mapping, &summary);
   model_->train();
   fmt::print("{}", summary.to_string());
 }
@@ -72,7 +80,7 @@ std::shared_ptr<fx::GraphModule> integer_model(std::shared_ptr<fx::GraphModule> 
   const quant::IntegerFusions fusions = quant::fuse_integer_layers(*deploy);
   const std::vector<std::string> floats = quant::float_layers(*deploy);
   fmt::print("qflow-train: deploy model in integers ({}); {}\n", fusions.to_string(),
-             floats.empty() ? std::string("every convolution and linear layer runs int8")
+             floats.empty() ? std::string("every quantized convolution and linear layer runs int8")
                             : fmt::format("{} layers run the float simulation:\n  {}", floats.size(),
                                           fmt::join(floats, "\n  ")));
   return deploy;
@@ -90,21 +98,29 @@ data::DataLoader& Trainer::report_loader() {
 
 void Trainer::report_quant(std::optional<EvalResult> last) {
   if (!o_.qat && !o_.ptq) return;
-  const quant::QConfig qconfig = o_.qconfig();
+  const quant::QConfigMapping mapping = o_.qconfig_mapping();
+  // The table's bits/scheme/... columns show the global QConfig; a mapping with rules marks the
+  // stage, whose layers may differ.
+  const std::optional<quant::QConfig> qconfig = mapping.global();
+  const auto stage_name = [&](const std::string& stage) {
+    return mapping.rules().empty() ? stage : stage + " (--qconfig)";
+  };
   const auto accuracy = [&](nn::Module& m) { return evaluate(m, report_loader()).accuracy; };
   // A deployed model's row: in integers, beside its float simulation on the same images.
   const auto integer_result = [&](const std::string& stage, std::shared_ptr<fx::GraphModule> deploy) {
     const IntegerAgreement a = measure_integer_agreement(*integer_model(std::move(deploy)), report_loader());
     fmt::print("qflow-train: {} in integers: accuracy {:.2f}%, float simulation {:.2f}%, same argmax on {:.2f}% of {} "
                "test images\n", stage, a.integer_accuracy, a.simulated_accuracy, a.same_argmax, a.images);
-    return integer_row(stage, qconfig, a);
+    ResultRow row = integer_row(stage, qconfig, a);
+    row.stage = stage_name(row.stage);
+    return row;
   };
   std::vector<ResultRow> rows;
   if (o_.qat) {
     if (float_acc_) rows.push_back({.stage = "float", .accuracy = *float_acc_});
-    rows.push_back({.stage = "QAT", .qconfig = qconfig, .accuracy = last ? last->accuracy : accuracy(*model_)});
+    rows.push_back({.stage = stage_name("QAT"), .qconfig = qconfig, .accuracy = last ? last->accuracy : accuracy(*model_)});
     const auto qat = std::dynamic_pointer_cast<fx::GraphModule>(model_);
-    auto deploy = quant::dequantization_aware_training(*float_gm_, *qat, example_, qconfig);
+    auto deploy = quant::dequantization_aware_training(*float_gm_, *qat, example_, mapping);
     const std::string file = (std::filesystem::path(o_.checkpoint_dir) / "deploy.safetensors").string();
     std::filesystem::create_directories(o_.checkpoint_dir);
     nn::save(deploy->state_dict(), file);
@@ -114,11 +130,13 @@ void Trainer::report_quant(std::optional<EvalResult> last) {
     rows.push_back({.stage = "float", .accuracy = last ? last->accuracy : accuracy(*model_)});
   }
   if (o_.ptq) {
-    auto ptq = quant::prepare_ptq(*float_gm_, example_, qconfig);
+    quant::PassSummary summary;
+    auto ptq = quant::prepare_ptq(*float_gm_, example_, mapping, &summary);
+    fmt::print("{}", summary.to_string());
     data::DataLoader calibration(data_.train, {.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
                                                .num_workers = o_.workers, .transform = data_.test_transform});
     const int64_t batches = quant::calibrate(*ptq, calibration, o_.calib_batches);
-    auto deploy = quant::dequantization_aware_training(*float_gm_, *ptq, example_, qconfig);
+    auto deploy = quant::dequantization_aware_training(*float_gm_, *ptq, example_, mapping);
     rows.push_back(integer_result("PTQ", deploy));
     fmt::print("qflow-train: PTQ model calibrated on {} training batches\n", batches);
   }

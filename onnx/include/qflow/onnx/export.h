@@ -8,12 +8,15 @@
 // Note [What the exporter writes]
 // - The eval-mode computation: the model is deep-copied and put in eval() first (the
 //   caller's model is never modified), as torch.onnx.export does by default.
-// - One graph input named options.input_name (default "input"), float, shaped like the
-//   example with dimension 0 symbolic ("batch") when options.dynamic_batch; one graph output
-//   named options.output_name (default "output") whose batch dimension is symbolic too. The
-//   batch dimensions are found by running the graph at two batch sizes, so a model that
-//   cannot run at another batch size is refused instead of being exported with a wrong
-//   promise. Both are described in the graph's doc_string and the value infos.
+// - One graph input per example input, named options.input_name (default "input") for a
+//   single one and options.input_names (default input_name + "0", "1", ...) for several,
+//   float, shaped like its example with dimension 0 symbolic ("batch") when
+//   options.dynamic_batch; one graph output per tensor the model returns, named likewise
+//   from output_name/output_names, whose batch dimension is symbolic too. The batch
+//   dimensions are found by running the graph at two batch sizes (every input's dimension 0
+//   one larger), so a model that cannot run at another batch size is refused instead of being
+//   exported with a wrong promise. All are described in the graph's doc_string and the value
+//   infos.
 // - Parameters and buffers as initializers named by their state_dict keys ("conv1.weight",
 //   "bn1.running_var"): a reader of the file finds each weight under the name it has in the
 //   checkpoint. Other values are named after the fx nodes that compute them.
@@ -29,7 +32,8 @@
 // Reshape, Transpose, BatchNormalization, Concat; deployed quantized layers (quant::DConv2d,
 // quant::DLinear) and fake_quantize nodes become QuantizeLinear/DequantizeLinear pairs with
 // int8/uint8 weight initializers (see Note [Q/DQ export] in onnx/src/quant_ops.cpp), and a
-// quantized model that still holds a BatchNorm is refused. Built-in layers without parameters
+// quantized model that still holds a BatchNorm is refused, unless it follows a float
+// convolution (a layer a QConfig mapping left float, Note [QConfig mapping]). Built-in layers without parameters
 // (ReLU, MaxPool2d, Dropout, Flatten, ...) are exported through the ops their forward
 // calls. A node the exporter cannot express exactly is refused with a qflow::Error naming
 // the node (`onnx export: node %foo (call_function[target=foo]) ...`); nothing is written.
@@ -50,6 +54,11 @@ struct ExportOptions {
   int64_t opset = 13;
   std::string input_name = "input";
   std::string output_name = "output";
+  /// Names of the graph inputs and outputs of a model with several (empty: input_name and
+  /// output_name followed by the index). A model with one input (output) uses input_name
+  /// (output_name) unless the list names it.
+  std::vector<std::string> input_names = {};
+  std::vector<std::string> output_names = {};
   /// Name of the symbolic batch dimension; with dynamic_batch = false every dimension is
   /// fixed to the example's sizes.
   bool dynamic_batch = true;
@@ -62,9 +71,12 @@ struct ExportOptions {
 
 /// What was written, for tools and tests.
 struct ExportSummary {
-  std::string input_name, output_name;
-  /// Sizes of the graph input and output as exported; -1 marks the symbolic batch dimension.
+  std::string input_name, output_name;  // the first graph input and output
+  /// Sizes of the first graph input and output as exported; -1 marks the symbolic batch dimension.
   std::vector<int64_t> input_shape, output_shape;
+  /// Every graph input and output, in order, with its sizes as above.
+  std::vector<std::string> input_names, output_names;
+  std::vector<std::vector<int64_t>> input_shapes, output_shapes;
   /// ONNX operator types used, with their counts, sorted by type.
   std::map<std::string, int64_t> op_counts;
   int64_t num_nodes = 0;
@@ -81,11 +93,15 @@ ExportSummary export_model(const std::shared_ptr<nn::Module>& module, const Tens
 /// Exports an already traced (possibly rewritten) graph; `gm` is copied, not modified.
 ExportSummary export_model(const fx::GraphModule& gm, const Tensor& example, const std::string& path,
                            const ExportOptions& options = {});
+/// A graph with several inputs, one example each (as fx::symbolic_trace takes them).
+ExportSummary export_model(const fx::GraphModule& gm, const TensorList& examples, const std::string& path,
+                           const ExportOptions& options = {});
 
 /// The same conversions without writing a file (summary.bytes holds the model).
 ExportSummary export_to_bytes(const std::shared_ptr<nn::Module>& module, const Tensor& example,
                               const ExportOptions& options = {});
 ExportSummary export_to_bytes(const fx::GraphModule& gm, const Tensor& example, const ExportOptions& options = {});
+ExportSummary export_to_bytes(const fx::GraphModule& gm, const TensorList& examples, const ExportOptions& options = {});
 
 /// The qflow version recorded in metadata ("0.1.0").
 std::string qflow_version();

@@ -5,6 +5,7 @@
 //   auto ptq = quant::prepare_ptq(*gm, example, qconfig);
 //   quant::calibrate(*ptq, loader, 16);                 // data::DataLoader (uses batch.images)
 //   quant::calibrate(*ptq, std::vector<Tensor>{a, b});  // or plain input tensors
+//   quant::calibrate(*ptq, std::vector<TensorList>{{a, b}});  // several inputs per batch
 //
 // During calibration the model runs in eval mode (BatchNorm uses its running statistics,
 // Dropout is off) with grad mode off, except the observers, which are switched to training
@@ -36,6 +37,8 @@ class CalibrationSession {
   explicit CalibrationSession(nn::Module& model);
   /// One forward pass of `images` (no grad) so the observers record its ranges.
   void observe(const Tensor& images);
+  /// The same for a model with several inputs (one tensor each).
+  void observe(const TensorList& inputs);
   int64_t batches() const { return batches_; }
 
  private:
@@ -45,8 +48,9 @@ class CalibrationSession {
 };
 
 /// Runs up to `max_batches` batches of `batches` (all of them when negative) through `model`
-/// in calibration mode; returns how many ran. `batches` is any range of Tensors or of
-/// structs with an `images` member (data::DataLoader's batches).
+/// in calibration mode; returns how many ran. `batches` is any range of Tensors, of
+/// TensorLists (models with several inputs) or of structs with an `images` member
+/// (data::DataLoader's batches).
 template <class Batches>
 int64_t calibrate(nn::Module& model, Batches&& batches, int64_t max_batches = -1) {
   CalibrationSession session(model);

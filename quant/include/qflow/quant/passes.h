@@ -9,6 +9,13 @@
 //   ... train *qat like net ...
 //   auto deploy = quant::dequantization_aware_training(*gm, *qat, example, qconfig);
 //
+// Per layer (Note [Per-layer passes]): 4 bits, conv1 at 8, the classifier float:
+//   quant::QConfigMapping mapping(quant::QConfig{.bits = 4});
+//   mapping.set_path("conv1", quant::QConfig{}).set_type("Linear", std::nullopt);
+//   auto qat = quant::quantization_aware_training(*gm, example, mapping, &summary);
+//   ... train ...
+//   auto deploy = quant::dequantization_aware_training(*gm, *qat, example, mapping);
+//
 // Post-training quantization, for comparison (calibrate is in calibrate.h):
 //   auto ptq = quant::prepare_ptq(*gm, example, qconfig);        // BN folded, then QConv2d/QLinear
 //   quant::calibrate(*ptq, loader, 16);
@@ -29,15 +36,27 @@
 // fx::to_dot draws bits, scheme, formula, granularity and, once known, the scales.
 // No pass draws from the caller's random stream. The deploy pass swaps each Q module for its D form at the same path (Note [Deployed module
 // layout]); every other node and module is copied from the QAT model as trained.
+//
+// Note [Per-layer passes]
+// Every pass takes a QConfigMapping (Note [QConfig mapping]): each Conv2d (with or without its
+// BatchNorm2d) and Linear is quantized with the QConfig the mapping resolves for its path and
+// type, or left float, BatchNorm2d and all, when it resolves to none. The overloads taking a
+// QConfig are the shorthand for QConfigMapping(qconfig): that QConfig everywhere. The mapping's
+// rules are checked against the float model first (QConfigMapping::check_layers). The passes
+// take the example inputs as a list, as fx::symbolic_trace does, so a model whose forward takes
+// several tensors (and returns several) goes through all of them; the single-Tensor overloads
+// are the one-input case.
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "qflow/fx/fuse.h"
 #include "qflow/fx/graph_module.h"
 #include "qflow/quant/qconfig.h"
+#include "qflow/quant/qconfig_mapping.h"
 
 namespace qflow::quant {
 
@@ -48,13 +67,16 @@ struct Replacement {
   std::string from;    // what was there ("Conv2d + BatchNorm2d", "QConvBN")
   std::string to;      // the new module's type ("QConvBN", "DConv2d")
   std::string folded;  // path of the BatchNorm2d folded in ("layer1.0.bn1"), or empty
+  std::optional<QConfig> qconfig;  // the new module's QConfig; nullopt for a layer left float
 };
 
 /// What a pass did, for printing and for tests.
 struct PassSummary {
   std::string pass;  // "quantization_aware_training", "prepare_ptq", "dequantization_aware_training"
-  QConfig qconfig;
+  QConfigMapping mapping{QConfig{}};
   std::vector<Replacement> replaced;  // in graph order
+  /// Conv2d/Linear nodes the mapping leaves float (from = to = the float type), in graph order.
+  std::vector<Replacement> left_float;
   /// Replacements by the new module's type: {"QConvBN": 20, "QLinear": 1}.
   std::map<std::string, int64_t> counts;
   int64_t batchnorm_folded = 0;  // BatchNorm2d modules folded into convs (by QConvBN or fuse_conv_bn)
@@ -68,16 +90,22 @@ struct PassSummary {
 
   /// counts[type], 0 when absent.
   int64_t count(const std::string& type) const;
-  /// A table, one row per replacement (node | from | to | module), then a totals line:
+  /// The pass and the mapping's global QConfig (and its rules, one per line), a table, one row
+  /// per replacement and then per layer left float (node | from | to | module | qconfig, the
+  /// latter "global", "float" or the layer's own QConfig), then a totals line:
   /// "20 QConvBN, 1 QLinear; 20 BatchNorm2d folded, 0 left".
   std::string to_string() const;
 };
 
-/// The QAT model of a traced float model (Note [QAT rewrite]): a new GraphModule with its own
-/// copies of every module and tensor (`gm` is untouched), the same train/eval modes, and node
-/// shapes recorded by running `example` (in eval mode, without side effects). `summary`, when
-/// given, receives what was replaced. Throws qflow::Error for an invalid qconfig or when the
-/// rewritten graph does not run on `example`.
+/// The QAT model of a traced float model (Note [QAT rewrite], Note [Per-layer passes]): a new
+/// GraphModule with its own copies of every module and tensor (`gm` is untouched), the same
+/// train/eval modes, and node shapes recorded by running `examples` (in eval mode, without side
+/// effects). `summary`, when given, receives what was replaced. Throws qflow::Error for an
+/// invalid mapping or when the rewritten graph does not run on `examples`.
+std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const TensorList& examples,
+                                                             const QConfigMapping& mapping, PassSummary* summary = nullptr);
+std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const Tensor& example,
+                                                             const QConfigMapping& mapping, PassSummary* summary = nullptr);
 std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModule& gm, const Tensor& example,
                                                              const QConfig& qconfig, PassSummary* summary = nullptr);
 
@@ -85,19 +113,38 @@ std::shared_ptr<fx::GraphModule> quantization_aware_training(const fx::GraphModu
 /// from the running statistics), QConv2d → DConv2d, QLinear → DLinear, everything else copied
 /// from `qat_gm` (`qat_gm` and `float_gm` are untouched). `float_gm` is the traced float model
 /// `qat_gm` was made from: every Q module must sit where it has a Conv2d or Linear, and every
-/// Q module's QConfig must equal `qconfig` (a deploy model for other numerics would be a
-/// different model); both are checked with errors naming the node. Its eval outputs equal
+/// Q module's QConfig must equal what `mapping` resolves for it, every float Conv2d/Linear left
+/// in `qat_gm` must be one the mapping leaves float (a deploy model for other numerics would be
+/// a different model); all are checked with errors naming the node. Its eval outputs equal
 /// `qat_gm`'s eval outputs. Throws when an observer never recorded anything (train or
 /// calibrate first).
+std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphModule& float_gm,
+                                                               const fx::GraphModule& qat_gm, const TensorList& examples,
+                                                               const QConfigMapping& mapping,
+                                                               PassSummary* summary = nullptr);
+std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphModule& float_gm,
+                                                               const fx::GraphModule& qat_gm, const Tensor& example,
+                                                               const QConfigMapping& mapping,
+                                                               PassSummary* summary = nullptr);
 std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphModule& float_gm,
                                                                const fx::GraphModule& qat_gm, const Tensor& example,
                                                                const QConfig& qconfig, PassSummary* summary = nullptr);
 
 /// Post-training quantization: a copy of `gm` in eval mode with every Conv2d → BatchNorm2d
-/// folded for good (fx::fuse_conv_bn), then the QAT rewrite (so only QConv2d and QLinear).
-/// Calibrate it (calibrate.h), then deploy it with dequantization_aware_training.
+/// folded for good (fx::fuse_conv_bn, also for layers the mapping leaves float), then the QAT
+/// rewrite (so only QConv2d and QLinear). Calibrate it (calibrate.h), then deploy it with
+/// dequantization_aware_training.
+std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const TensorList& examples,
+                                             const QConfigMapping& mapping, PassSummary* summary = nullptr);
+std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example,
+                                             const QConfigMapping& mapping, PassSummary* summary = nullptr);
 std::shared_ptr<fx::GraphModule> prepare_ptq(const fx::GraphModule& gm, const Tensor& example, const QConfig& qconfig,
                                              PassSummary* summary = nullptr);
+
+/// Dotted path -> type_name() of every module a call_module node of `gm` runs whose exact type
+/// the passes quantize (quantizable_types(): Conv2d, Linear): the layers a QConfig mapping
+/// decides, in path order.
+std::map<std::string, std::string> quantizable_layers(const fx::GraphModule& gm);
 
 /// What fuse_integer_layers did.
 struct IntegerFusions {

@@ -2,6 +2,8 @@
 // qflow::quant — quantization aware training in one include.
 //
 //   QConfig                      qconfig.h     bits, scheme, formula, per_layer, momentum, ste
+//   QConfigMapping               qconfig_mapping.h  per-layer QConfigs or float (Note [QConfig
+//                                              mapping]); its JSON (--qconfig of the tools)
 //   fake_quantize (op)           fake_quantize.h   registered op + STE backward, also F::fake_quantize
 //   QParams, compute_qparams,    qparams.h     scale/zero_point from ranges (Note [Quantization
 //   tensor_range, fake_quantize                numerics]), F-style fake_quantize(x, qparams, qconfig)
@@ -56,6 +58,7 @@
 #include "qflow/quant/observer.h"
 #include "qflow/quant/passes.h"
 #include "qflow/quant/qconfig.h"
+#include "qflow/quant/qconfig_mapping.h"
 #include "qflow/quant/qconv.h"
 #include "qflow/quant/qconvbn.h"
 #include "qflow/quant/qlinear.h"
