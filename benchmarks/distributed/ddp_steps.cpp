@@ -45,6 +45,8 @@ StepTimings run_ddp_steps(const StepSettings& s, distributed::ProcessGroup& worl
   t.grad_bytes = ddp.stats().bytes;
   if (t.grad_bytes == 0)
     for (const Tensor& p : params) t.grad_bytes += static_cast<double>(p.nbytes());
+  for (const Tensor& p : params) t.param_bytes.push_back(static_cast<double>(p.nbytes()));
+  t.before_end.resize(params.size());
   t.buckets = ddp.stats().buckets;
   for (const auto& [name, b] : model->named_buffers()) t.buffers += b.defined() && b.numel() > 0;
   const auto layout = ddp.bucket_layout();
@@ -69,6 +71,7 @@ StepTimings run_ddp_steps(const StepSettings& s, distributed::ProcessGroup& worl
     t.broadcast.push_back(seconds(start, forward));
     t.backward.push_back(seconds(backward, last));
     t.exposed.push_back(ddp.stats().exposed_seconds - exposed_before);
+    for (size_t p = 0; p < params.size(); ++p) t.before_end[p].push_back(seconds(arrival[p], last));
     if (!layout.empty()) {  // the first bucket is complete when its last gradient arrived
       Clock::time_point first_ready = arrival[layout.front().front()];
       for (size_t p : layout.front()) first_ready = std::max(first_ready, arrival[p]);

@@ -24,6 +24,11 @@ struct StepTimings {
   // From the moment the first bucket was complete (and launched) to the last gradient's
   // arrival: the stretch of backward its communication can hide behind. Empty for a world of one.
   std::vector<double> window;
+  // Per parameter (registration order): its bytes, and per timed step how long before the last
+  // gradient its own arrived — what benchmarks/distributed/scaling needs to replay the buckets
+  // of any bucket size on any network.
+  std::vector<double> param_bytes;
+  std::vector<std::vector<double>> before_end;
   double grad_bytes = 0;  // float32 gradients of the trainable parameters
   int64_t buckets = 0;    // DataParallelStats::buckets (0 for a world of one)
   int64_t buffers = 0;    // buffers broadcast per step (BatchNorm running statistics, counters)

@@ -45,7 +45,16 @@ double overlap(const Report& r) {
   return std::clamp(1.0 - spread_of(r.timings.exposed).median / r.allreduce.median, 0.0, 1.0);
 }
 
+// "[a, b, ...]" of `values` scaled by `scale`.
+std::string json_list(const std::vector<double>& values, double scale) {
+  std::string out;
+  for (double v : values) out += fmt::format("{}{:.5g}", out.empty() ? "" : ", ", v * scale);
+  return "[" + out + "]";
+}
+
 std::string to_json(const Report& r) {
+  std::vector<double> before_end;  // per parameter, median over the steps
+  for (const auto& samples : r.timings.before_end) before_end.push_back(spread_of(samples).median);
   const Spread step = spread_of(r.timings.step);
   const double images = static_cast<double>(r.world * r.settings.batch);
   return fmt::format(
@@ -54,13 +63,14 @@ std::string to_json(const Report& r) {
       R"("step_ms": {:.5g}, "step_ms_min": {:.5g}, "step_ms_max": {:.5g}, "broadcast_ms": {:.4g}, "backward_ms": {:.5g}, )"
       R"("exposed_ms": {:.4g}, "window_ms": {:.5g}, "grad_bytes": {:.0f}, "buckets": {}, "buffers": {}, )"
       R"("allreduce_ms": {:.4g}, "allreduce_ms_min": {:.4g}, "allreduce_ms_max": {:.4g}, "bus_gbit_per_s": {:.4g}, )"
-      R"("overlap": {:.4f}, "latency_us": {:.4g}}})",
+      R"("overlap": {:.4f}, "latency_us": {:.4g}, "param_bytes": {}, "before_end_ms": {}}})",
       r.world, r.threads, r.settings.batch, r.world * r.settings.batch, r.settings.steps, r.settings.bucket_mb,
       images / step.median, images / step.max, images / step.min, step.median * 1e3, step.min * 1e3, step.max * 1e3,
       spread_of(r.timings.broadcast).median * 1e3, spread_of(r.timings.backward).median * 1e3,
       spread_of(r.timings.exposed).median * 1e3, spread_of(r.timings.window).median * 1e3, r.timings.grad_bytes,
       r.timings.buckets, r.timings.buffers, r.allreduce.median * 1e3, r.allreduce.min * 1e3, r.allreduce.max * 1e3,
-      bus_bandwidth(r) * 8e-9, overlap(r), r.latency.median * 1e6);
+      bus_bandwidth(r) * 8e-9, overlap(r), r.latency.median * 1e6, json_list(r.timings.param_bytes, 1),
+      json_list(before_end, 1e3));
 }
 
 void print_summary(const Report& r) {
