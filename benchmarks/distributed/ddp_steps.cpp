@@ -1,5 +1,7 @@
 #include "ddp_steps.h"
 
+#include <time.h>
+
 #include <chrono>
 
 #include "qflow/distributed/data_parallel.h"
@@ -12,6 +14,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double>(to - from).count(); }
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 }  // namespace
 
@@ -51,8 +59,14 @@ StepTimings run_ddp_steps(const StepSettings& s, distributed::ProcessGroup& worl
   for (const auto& [name, b] : model->named_buffers()) t.buffers += b.defined() && b.numel() > 0;
   const auto layout = ddp.bucket_layout();
 
+  Clock::time_point timed_start;
+  double cpu_start = 0;
   for (int i = 0; i < s.warmup + s.steps; ++i) {
-    if (i == s.warmup) world.barrier("qflow-bench-ddp: start of the timed steps");
+    if (i == s.warmup) {
+      world.barrier("qflow-bench-ddp: start of the timed steps");
+      timed_start = Clock::now();
+      cpu_start = cpu_seconds();
+    }
     const double exposed_before = ddp.stats().exposed_seconds;
     const auto start = Clock::now();
     ddp.broadcast_buffers();  // as qflow-train: every rank normalizes with rank 0's statistics
@@ -78,6 +92,8 @@ StepTimings run_ddp_steps(const StepSettings& s, distributed::ProcessGroup& worl
       t.window.push_back(seconds(first_ready, last));
     }
   }
+  t.cpu_share = (cpu_seconds() - cpu_start) / (seconds(timed_start, Clock::now()) * num_threads());
+  t.cpu_share = world.sum(t.cpu_share, "qflow-bench-ddp: CPU share") / world.size();  // mean over the ranks
   return t;
 }
 

@@ -29,6 +29,9 @@ struct StepTimings {
   // of any bucket size on any network.
   std::vector<double> param_bytes;
   std::vector<std::vector<double>> before_end;
+  // CPU time of this process over the timed steps / (wall time × threads): below 1 when other
+  // programs took the cores (this machine is shared), so a run's figures can be judged.
+  double cpu_share = 0;
   double grad_bytes = 0;  // float32 gradients of the trainable parameters
   int64_t buckets = 0;    // DataParallelStats::buckets (0 for a world of one)
   int64_t buffers = 0;    // buffers broadcast per step (BatchNorm running statistics, counters)

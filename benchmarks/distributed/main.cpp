@@ -63,13 +63,13 @@ std::string to_json(const Report& r) {
       R"("step_ms": {:.5g}, "step_ms_min": {:.5g}, "step_ms_max": {:.5g}, "broadcast_ms": {:.4g}, "backward_ms": {:.5g}, )"
       R"("exposed_ms": {:.4g}, "window_ms": {:.5g}, "grad_bytes": {:.0f}, "buckets": {}, "buffers": {}, )"
       R"("allreduce_ms": {:.4g}, "allreduce_ms_min": {:.4g}, "allreduce_ms_max": {:.4g}, "bus_gbit_per_s": {:.4g}, )"
-      R"("overlap": {:.4f}, "latency_us": {:.4g}, "param_bytes": {}, "before_end_ms": {}}})",
+      R"("overlap": {:.4f}, "latency_us": {:.4g}, "cpu_share": {:.3f}, "param_bytes": {}, "before_end_ms": {}}})",
       r.world, r.threads, r.settings.batch, r.world * r.settings.batch, r.settings.steps, r.settings.bucket_mb,
       images / step.median, images / step.max, images / step.min, step.median * 1e3, step.min * 1e3, step.max * 1e3,
       spread_of(r.timings.broadcast).median * 1e3, spread_of(r.timings.backward).median * 1e3,
       spread_of(r.timings.exposed).median * 1e3, spread_of(r.timings.window).median * 1e3, r.timings.grad_bytes,
       r.timings.buckets, r.timings.buffers, r.allreduce.median * 1e3, r.allreduce.min * 1e3, r.allreduce.max * 1e3,
-      bus_bandwidth(r) * 8e-9, overlap(r), r.latency.median * 1e6, json_list(r.timings.param_bytes, 1),
+      bus_bandwidth(r) * 8e-9, overlap(r), r.latency.median * 1e6, r.timings.cpu_share, json_list(r.timings.param_bytes, 1),
       json_list(before_end, 1e3));
 }
 
@@ -82,6 +82,8 @@ void print_summary(const Report& r) {
   fmt::print("  step           {:.1f} ms ({:.1f}-{:.1f}); backward compute {:.1f} ms; buffer broadcast {:.2f} ms\n",
              step.median * 1e3, step.min * 1e3, step.max * 1e3, spread_of(r.timings.backward).median * 1e3,
              spread_of(r.timings.broadcast).median * 1e3);
+  fmt::print("  CPU share      {:.2f} of {} thread(s) per process over the timed steps (below 1: other programs ran)\n",
+             r.timings.cpu_share, r.threads);
   fmt::print("  gradients      {:.2f} MB in {} bucket(s) of <= {} MiB; {} buffers\n", r.timings.grad_bytes / 1e6, r.timings.buckets,
              r.settings.bucket_mb, r.timings.buffers);
   if (r.world < 2) {
