@@ -31,9 +31,13 @@ std::string mpirun(int np) {
   return fmt::format("mpirun --oversubscribe -np {}{} ", np, ::geteuid() == 0 ? " --allow-run-as-root" : "");
 }
 
-// LeNet5 on 384 Fashion-MNIST images, global batch 64, 6 steps per epoch.
+// LeNet5 on 384 Fashion-MNIST images, global batch 64, 6 steps per epoch. The convolutions run
+// on im2col + OpenBLAS whatever engine the suite was started with: oneDNN picks its kernels by
+// batch size, so one process with 64 images and two with 32 would run different kernels, whose
+// rounding differences six SGD steps grow to 1e-3 (measured in a portable build); these tests
+// are about the data-parallel arithmetic, which must agree to float32 reordering (1e-5).
 std::string train_command(int np, const std::string& dir, int64_t epochs, const std::string& extra) {
-  return (np > 1 ? mpirun(np) : std::string()) + QFLOW_BIN_DIR +
+  return "QFLOW_CONV_ENGINE=im2col " + (np > 1 ? mpirun(np) : std::string()) + QFLOW_BIN_DIR +
          fmt::format("/qflow-train --model lenet5 --dataset fashion-mnist --subset 384 --test-subset 128 --epochs {} "
                      "--batch-size {} --lr 0.05 --workers 1 --threads 1 --checkpoint-dir {} {}",
                      epochs, 64 / np, dir, extra);
