@@ -10,6 +10,8 @@ void QConfig::validate() const {
   // 16 is TensorFlow's limit; beyond it a float32 grid no longer holds every integer of
   // x / scale + zero_point exactly.
   QFLOW_CHECK(bits >= 2 && bits <= 16, "QConfig: bits must be in 2..16, got {}", bits);
+  QFLOW_CHECK(!activation_bits || (*activation_bits >= 2 && *activation_bits <= 16),
+              "QConfig: activation_bits must be in 2..16, got {}", activation_bits.value_or(0));
   QFLOW_CHECK(!(formula == Formula::Cambricon && scheme == Scheme::Affine),
               "QConfig: formula cambricon supports only the symmetric scheme (power-of-two scales have no zero "
               "point), got scheme affine");
@@ -22,10 +24,18 @@ int64_t QConfig::quant_max() const {
   return scheme == Scheme::Symmetric ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
 }
 
+QConfig QConfig::activations() const {
+  QConfig a = *this;
+  a.bits = activation_bits.value_or(bits);
+  a.activation_bits.reset();
+  return a;
+}
+
 std::string QConfig::to_string() const {
-  return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={}{})", bits,
+  return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={}{}{})", bits,
                      quant::to_string(scheme), quant::to_string(formula), per_layer, momentum, quant::to_string(ste),
-                     bn_fold == QConfig{}.bn_fold ? "" : fmt::format(", bn_fold={}", quant::to_string(bn_fold)));
+                     bn_fold == QConfig{}.bn_fold ? "" : fmt::format(", bn_fold={}", quant::to_string(bn_fold)),
+                     activation_bits ? fmt::format(", activation_bits={}", *activation_bits) : "");
 }
 
 std::string_view to_string(Scheme s) { return s == Scheme::Symmetric ? "symmetric" : "affine"; }

@@ -37,14 +37,18 @@ struct Reader {
     for (const auto& [key, value] : j.items()) {
       try {
         if (key == "bits") qc.bits = get<int64_t>(j, where, "bits", Json::value_t::number_integer, "an integer");
+        else if (key == "activation_bits")
+          qc.activation_bits = value.is_null() ? std::nullopt
+                                               : std::optional(get<int64_t>(j, where, "activation_bits",
+                                                                            Json::value_t::number_integer, "an integer"));
         else if (key == "scheme") qc.scheme = parse_scheme(get<std::string>(j, where, "scheme", Json::value_t::string, "a string"));
         else if (key == "formula") qc.formula = parse_formula(get<std::string>(j, where, "formula", Json::value_t::string, "a string"));
         else if (key == "per_layer") qc.per_layer = get<bool>(j, where, "per_layer", Json::value_t::boolean, "true or false");
         else if (key == "momentum") qc.momentum = get<double>(j, where, "momentum", Json::value_t::number_float, "a number");
         else if (key == "ste") qc.ste = parse_ste(get<std::string>(j, where, "ste", Json::value_t::string, "a string"));
         else if (key == "bn_fold") qc.bn_fold = parse_bn_fold(get<std::string>(j, where, "bn_fold", Json::value_t::string, "a string"));
-        else fail(where, fmt::format("unknown QConfig field \"{}\" (expected bits, scheme, formula, per_layer, momentum, "
-                                     "ste, bn_fold)", key));
+        else fail(where, fmt::format("unknown QConfig field \"{}\" (expected bits, activation_bits, scheme, formula, "
+                                     "per_layer, momentum, ste, bn_fold)", key));
       } catch (const Error& e) {
         if (e.message().rfind(source, 0) == 0) throw;
         fail(where, e.message());  // parse_scheme & co. name the word and the accepted ones
@@ -85,11 +89,18 @@ struct Reader {
   }
 };
 
-Json to_json_value(const std::optional<QConfig>& qc) {
+// `inherited_activation_bits`: the QConfig a parsed rule would start from (the global) has
+// activation_bits set, so an unset field must be written as null to read back unset.
+Json to_json_value(const std::optional<QConfig>& qc, bool inherited_activation_bits = false) {
   if (!qc) return "none";
-  return Json{{"bits", qc->bits},           {"scheme", to_string(qc->scheme)}, {"formula", to_string(qc->formula)},
-              {"per_layer", qc->per_layer}, {"momentum", qc->momentum},       {"ste", to_string(qc->ste)},
-              {"bn_fold", to_string(qc->bn_fold)}};
+  Json j{{"bits", qc->bits},           {"scheme", to_string(qc->scheme)}, {"formula", to_string(qc->formula)},
+         {"per_layer", qc->per_layer}, {"momentum", qc->momentum},       {"ste", to_string(qc->ste)},
+         {"bn_fold", to_string(qc->bn_fold)}};
+  // Only when set: mappings written before the field existed stay byte-identical (Note [Weight
+  // and activation bits]).
+  if (qc->activation_bits) j["activation_bits"] = *qc->activation_bits;
+  else if (inherited_activation_bits) j["activation_bits"] = nullptr;
+  return j;
 }
 
 }  // namespace
@@ -97,7 +108,8 @@ Json to_json_value(const std::optional<QConfig>& qc) {
 std::string QConfigMapping::to_json() const {
   Json rules = Json::array();
   for (const QConfigRule& r : rules_)
-    rules.push_back(Json{{std::string(to_string(r.kind)), r.pattern}, {"qconfig", to_json_value(r.qconfig)}});
+    rules.push_back(Json{{std::string(to_string(r.kind)), r.pattern},
+                         {"qconfig", to_json_value(r.qconfig, global_ && global_->activation_bits)}});
   return Json{{"global", to_json_value(global_)}, {"rules", rules}}.dump();
 }
 

@@ -7,14 +7,14 @@ namespace qflow::quant {
 QuantModule::QuantModule(const QConfig& qconfig) : qconfig_(qconfig) { qconfig_.validate(); }
 
 void QuantModule::register_observers(nn::Module& self, int64_t out_channels) {
-  input_observer = self.register_module("input_observer", MovingAverageMinMaxObserver({.qconfig = qconfig_}));
+  input_observer = self.register_module("input_observer", MovingAverageMinMaxObserver({.qconfig = qconfig_.activations()}));
   weight_observer = self.register_module(
       "weight_observer", MinMaxObserver({.qconfig = qconfig_, .channels = qconfig_.per_layer ? 0 : out_channels}));
 }
 
 Tensor QuantModule::quantize_input(const Tensor& x) {
   (*input_observer)(x);
-  return fake_quant_ ? fake_quantize(x, input_observer->calculate_qparams(), qconfig_) : x;
+  return fake_quant_ ? fake_quantize(x, input_observer->calculate_qparams(), qconfig_.activations()) : x;
 }
 
 Tensor QuantModule::quantize_weight(const Tensor& w) {
@@ -23,8 +23,9 @@ Tensor QuantModule::quantize_weight(const Tensor& w) {
 }
 
 std::string QuantModule::qconfig_repr() const {
-  return fmt::format(", bits={}, scheme={}, formula={}, per_layer={}{}", qconfig_.bits, to_string(qconfig_.scheme),
-                     to_string(qconfig_.formula), qconfig_.per_layer ? "True" : "False",
+  return fmt::format(", bits={}{}, scheme={}, formula={}, per_layer={}{}", qconfig_.bits,
+                     qconfig_.activation_bits ? fmt::format(", activation_bits={}", *qconfig_.activation_bits) : "",
+                     to_string(qconfig_.scheme), to_string(qconfig_.formula), qconfig_.per_layer ? "True" : "False",
                      fake_quant_ ? "" : ", fake_quant=False");
 }
 
