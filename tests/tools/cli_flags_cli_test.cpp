@@ -47,7 +47,7 @@ TEST(CliFlagsTest, EveryToolRefusesBitsOutOfRangeWithTheSameMessage) {
 }
 
 TEST(CliFlagsTest, EveryToolRefusesAnUnknownModelWithTheSameMessage) {
-  const std::string known = "unknown model 'resnet19' (known: " + fmt::format("{}", fmt::join(models::model_names(), ", ")) + ")";
+  const std::string known = "unknown model 'resnet19' (known: " + fmt::format("{}", fmt::join(qflow::models::model_names(), ", ")) + ")";
   for (const char* tool : kQuantTools) {
     const ToolRun r = run_tool(tool, "--model resnet19");
     EXPECT_NE(r.status, 0) << tool;

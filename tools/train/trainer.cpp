@@ -165,7 +165,7 @@ void Trainer::build() {
   scheduler_ = std::make_shared<nn::optim::ChainedScheduler>(*optimizer_, parts);
   int64_t params = 0;
   for (const Tensor& p : model_->parameters()) params += p.numel();
-  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} test images, {} classes, {} threads\n", o_.model,
+  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} {} test images, {} classes, {} threads\n", o_.model,
              static_cast<double>(params) / 1e6, o_.dataset,
              data_.train ? fmt::format("{} train /", data_.train->size()) : std::string("no training images read,"),
              data_.test->size(), data_.num_classes(), num_threads());

@@ -94,6 +94,12 @@ void draw_panel(Canvas& canvas, int top, int height, const Panel& panel, const s
       if (std::isfinite(s.y[i])) xs.add(s.x[i]), ys.add(s.y[i]);
   xs.settle(1.0);
   ys.settle(0.5);
+  // A margin above and below, so no point sits on an axis.
+  const double margin = 0.05 * (ys.hi - ys.lo);
+  ys.lo -= margin, ys.hi += margin;
+  bool whole_x = true;  // optimizer steps, epochs: no ticks between them
+  for (const auto& s : panel.series)
+    for (double x : s.x) whole_x = whole_x && x == std::floor(x);
   std::vector<std::string> y_labels;
   int label_width = 0;
   for (int g = 0; g <= 4; ++g) {
@@ -121,7 +127,7 @@ void draw_panel(Canvas& canvas, int top, int height, const Panel& panel, const s
   auto to_y = [&](double v) { return bottom - static_cast<int>(std::lround((bottom - upper_edge) * (v - ys.lo) / (ys.hi - ys.lo))); };
   // x ticks at multiples of a round step, as many as fit with their numbers.
   const int widest = scaled_width(fmt::format("{:.6g}", std::max(std::abs(xs.lo), std::abs(xs.hi)))) + 3 * kText * kGlyphAdvance;
-  const double step = tick_step(xs.hi - xs.lo, (right - left) / std::max(1, widest));
+  const double step = std::max(tick_step(xs.hi - xs.lo, (right - left) / std::max(1, widest)), whole_x ? 1.0 : 0.0);
   for (double t = std::ceil(xs.lo / step) * step; t <= xs.hi + step * 1e-9; t += step) {
     const std::string label = fmt::format("{:.6g}", std::abs(t) < step * 1e-9 ? 0.0 : t);
     canvas.line(to_x(t), bottom, to_x(t), bottom + 5, axis);
