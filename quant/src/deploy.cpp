@@ -60,6 +60,31 @@ Tensor initial_weight(const Tensor& float_init, WeightStorage storage, const QCo
 // Integers cannot require gradients; a float weight is a parameter as in the float layer.
 bool weight_requires_grad(WeightStorage storage) { return storage == WeightStorage::Float; }
 
+// The reset() of DConv2d and DLinear: weight and bias as the float layer `Float` initialises
+// them (integer weights zero), every qparam 0 ("not quantized") until a factory fills them.
+template <typename Float, typename D, typename Options>
+void reset_deployed(D& d, const Options& o, const QConfig& qc, WeightStorage storage) {
+  const Float init(o);
+  d.weight = d.register_parameter("weight", initial_weight(init.weight, storage, qc), weight_requires_grad(storage));
+  d.bias = o.bias ? d.register_parameter("bias", init.bias.detach().clone()) : Tensor();
+  const int64_t wc = qc.per_layer ? 1 : o.out;
+  d.input_scale = d.register_buffer("input_scale", zeros({1}));
+  d.input_zero_point = d.register_buffer("input_zero_point", zeros({1}));
+  d.weight_scale = d.register_buffer("weight_scale", zeros({wc}));
+  d.weight_zero_point = d.register_buffer("weight_zero_point", zeros({wc}));
+}
+
+// The factories of DConv2d and DLinear: a deployed layer of `o` holding the trained Q module's
+// weight `w` (baked onto its grid) and bias `b`, in `q`'s training mode.
+template <typename D, typename Q, typename Options>
+std::shared_ptr<D> deploy_layer(const Q& q, const Options& o, const Tensor& w, const Tensor& b, const char* who) {
+  const Baked baked = bake(q, w, o.out, who);
+  auto d = std::make_shared<D>(o, q.qconfig(), baked.storage());
+  store(baked, b, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale, d->weight_zero_point, who);
+  d->train(q.is_training());
+  return d;
+}
+
 bool is_integer(const Tensor& x) { return x.dtype() == DType::UInt8 || x.dtype() == DType::Int8; }
 
 // The quantized input of an integer layer: x itself when the previous layer wrote it
@@ -102,37 +127,17 @@ DConv2d::DConv2d(nn::Conv2dOptions options, QConfig qconfig, WeightStorage stora
   reset();
 }
 
-void DConv2d::reset() {
-  const nn::Conv2d init(options_);
-  weight = register_parameter("weight", initial_weight(init.weight, storage_, qconfig_), weight_requires_grad(storage_));
-  bias = options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
-  const int64_t wc = qconfig_.per_layer ? 1 : options_.out;
-  input_scale = register_buffer("input_scale", zeros({1}));
-  input_zero_point = register_buffer("input_zero_point", zeros({1}));
-  weight_scale = register_buffer("weight_scale", zeros({wc}));
-  weight_zero_point = register_buffer("weight_zero_point", zeros({wc}));
-}
+void DConv2d::reset() { reset_deployed<nn::Conv2d>(*this, options_, qconfig_, storage_); }
 
 std::shared_ptr<DConv2d> DConv2d::from_qconvbn(const QConvBN& qconvbn) {
-  const char* who = "DConv2d::from_qconvbn";
   nn::Conv2dOptions opts = qconvbn.conv_options();
   opts.bias = true;  // the folded BN shift
   auto [w, b] = qconvbn.fold_running_stats();
-  const Baked baked = bake(qconvbn, w, opts.out, who);
-  auto d = std::make_shared<DConv2d>(opts, qconvbn.qconfig(), baked.storage());
-  store(baked, b, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale, d->weight_zero_point, who);
-  d->train(qconvbn.is_training());
-  return d;
+  return deploy_layer<DConv2d>(qconvbn, opts, w, b, "DConv2d::from_qconvbn");
 }
 
 std::shared_ptr<DConv2d> DConv2d::from_qconv2d(const QConv2d& qconv) {
-  const char* who = "DConv2d::from_qconv2d";
-  const Baked baked = bake(qconv, qconv.weight, qconv.options().out, who);
-  auto d = std::make_shared<DConv2d>(qconv.options(), qconv.qconfig(), baked.storage());
-  store(baked, qconv.bias, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale,
-        d->weight_zero_point, who);
-  d->train(qconv.is_training());
-  return d;
+  return deploy_layer<DConv2d>(qconv, qconv.options(), qconv.weight, qconv.bias, "DConv2d::from_qconv2d");
 }
 
 const Tensor& DConv2d::float_weight() const { return float_weight_.get(weight, weight_scale, weight_zero_point); }
@@ -198,25 +203,10 @@ DLinear::DLinear(nn::LinearOptions options, QConfig qconfig, WeightStorage stora
   reset();
 }
 
-void DLinear::reset() {
-  const nn::Linear init(options_);
-  weight = register_parameter("weight", initial_weight(init.weight, storage_, qconfig_), weight_requires_grad(storage_));
-  bias = options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
-  const int64_t wc = qconfig_.per_layer ? 1 : options_.out;
-  input_scale = register_buffer("input_scale", zeros({1}));
-  input_zero_point = register_buffer("input_zero_point", zeros({1}));
-  weight_scale = register_buffer("weight_scale", zeros({wc}));
-  weight_zero_point = register_buffer("weight_zero_point", zeros({wc}));
-}
+void DLinear::reset() { reset_deployed<nn::Linear>(*this, options_, qconfig_, storage_); }
 
 std::shared_ptr<DLinear> DLinear::from_qlinear(const QLinear& qlinear) {
-  const char* who = "DLinear::from_qlinear";
-  const Baked baked = bake(qlinear, qlinear.weight, qlinear.options().out, who);
-  auto d = std::make_shared<DLinear>(qlinear.options(), qlinear.qconfig(), baked.storage());
-  store(baked, qlinear.bias, d->weight, d->bias, d->input_scale, d->input_zero_point, d->weight_scale,
-        d->weight_zero_point, who);
-  d->train(qlinear.is_training());
-  return d;
+  return deploy_layer<DLinear>(qlinear, qlinear.options(), qlinear.weight, qlinear.bias, "DLinear::from_qlinear");
 }
 
 const Tensor& DLinear::float_weight() const { return float_weight_.get(weight, weight_scale, weight_zero_point); }

@@ -1,26 +1,21 @@
 #include "qflow/quant/qconv.h"
 
+#include "float_counterpart.h"
 #include "qflow/nn/functional.h"
 
 namespace qflow::quant {
 
 QConv2d::QConv2d(nn::Conv2dOptions options, QConfig qconfig) : QuantModule(qconfig), options_(options) { reset(); }
 
-// The float layer validates the options and initialises the parameters; see Note [Module
-// cloning] for why the values are built before registering.
+// The float layer validates the options and initialises the parameters (float_counterpart.h).
 void QConv2d::reset() {
-  const nn::Conv2d init(options_);
-  weight = register_parameter("weight", init.weight.detach().clone());
-  bias = options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
+  detail::register_float_parameters<nn::Conv2d>(*this, options_, weight, bias);
   register_observers(*this, options_.out);
 }
 
 std::shared_ptr<QConv2d> QConv2d::from_float(const nn::Conv2d& conv, const QConfig& qconfig) {
   auto q = std::make_shared<QConv2d>(conv.options(), qconfig);
-  q->to(conv.weight.dtype());  // a float64 source gives a float64 module
-  detail::copy_param(q->weight, conv.weight, "QConv2d::from_float: weight");
-  detail::copy_param(q->bias, conv.bias, "QConv2d::from_float: bias");
-  q->train(conv.is_training());
+  detail::copy_float_layer(*q, conv, "QConv2d::from_float");
   return q;
 }
 

@@ -5,6 +5,7 @@
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/core/nn_ops.h"
 #include "qflow/core/ops.h"
+#include "float_counterpart.h"
 #include "qflow/nn/functional.h"
 
 namespace qflow::quant {
@@ -32,9 +33,7 @@ QConvBN::QConvBN(nn::Conv2dOptions conv, nn::BatchNormOptions bn, QConfig qconfi
 
 // See QConv2d::reset.
 void QConvBN::reset() {
-  const nn::Conv2d init(conv_options_);
-  weight = register_parameter("weight", init.weight.detach().clone());
-  bias = conv_options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
+  detail::register_float_parameters<nn::Conv2d>(*this, conv_options_, weight, bias);
   bn = register_module("bn", nn::BatchNorm2d(bn_options_));
   register_observers(*this, conv_options_.out);
 }
@@ -44,11 +43,8 @@ std::shared_ptr<QConvBN> QConvBN::from_float(const nn::Conv2d& conv, const nn::B
               "QConvBN::from_float: the BatchNorm2d has {} features but the Conv2d has {} output channels",
               bn.options().features, conv.options().out);
   auto q = std::make_shared<QConvBN>(conv.options(), bn.options(), qconfig);
-  q->to(conv.weight.dtype());  // a float64 source gives a float64 module
-  detail::copy_param(q->weight, conv.weight, "QConvBN::from_float: weight");
-  detail::copy_param(q->bias, conv.bias, "QConvBN::from_float: bias");
+  detail::copy_float_layer(*q, conv, "QConvBN::from_float");
   q->bn->load_state_dict(bn.state_dict());
-  q->train(conv.is_training());
   return q;
 }
 

@@ -1,5 +1,6 @@
 #include "qflow/quant/qlinear.h"
 
+#include "float_counterpart.h"
 #include "qflow/nn/functional.h"
 
 namespace qflow::quant {
@@ -8,18 +9,13 @@ QLinear::QLinear(nn::LinearOptions options, QConfig qconfig) : QuantModule(qconf
 
 // See QConv2d::reset.
 void QLinear::reset() {
-  const nn::Linear init(options_);
-  weight = register_parameter("weight", init.weight.detach().clone());
-  bias = options_.bias ? register_parameter("bias", init.bias.detach().clone()) : Tensor();
+  detail::register_float_parameters<nn::Linear>(*this, options_, weight, bias);
   register_observers(*this, options_.out);
 }
 
 std::shared_ptr<QLinear> QLinear::from_float(const nn::Linear& linear, const QConfig& qconfig) {
   auto q = std::make_shared<QLinear>(linear.options(), qconfig);
-  q->to(linear.weight.dtype());  // a float64 source gives a float64 module
-  detail::copy_param(q->weight, linear.weight, "QLinear::from_float: weight");
-  detail::copy_param(q->bias, linear.bias, "QLinear::from_float: bias");
-  q->train(linear.is_training());
+  detail::copy_float_layer(*q, linear, "QLinear::from_float");
   return q;
 }
 

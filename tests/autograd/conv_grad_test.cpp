@@ -6,18 +6,15 @@
 #include <cmath>
 
 #include "qflow/qflow.h"
+#include "test_helpers.h"
 
 using namespace qflow;
 
 namespace {
 
-// seq(shape, seed)[i] = sin(0.37 i + seed) * scale rounded to float32, then float64 requiring grad.
+// The goldens' float32 inputs (test_helpers.h) in float64, requiring grad.
 Tensor seq(const IntList& shape, double seed, double scale = 1.0) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * scale;
-  return from_vector<double>(v, shape).to(DType::Float32).to(DType::Float64).requires_grad_();  // like the goldens
+  return testing_util::sin_seq_f32(shape, seed, scale, DType::Float64).requires_grad_();
 }
 
 struct ConvConfig {

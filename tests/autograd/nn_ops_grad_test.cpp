@@ -10,19 +10,16 @@
 
 #include "qflow/qflow.h"
 #include "error_of.h"
+#include "test_helpers.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
 
 namespace {
 
-// sin(0.37 i + seed) * scale + shift in float64, as a leaf that requires grad.
+// sin(0.37 i + seed) * scale + shift in float64 (test_helpers.h), as a leaf that requires grad.
 Tensor leaf(const IntList& shape, double seed, double scale = 1.0, double shift = 0.0) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * scale + shift;
-  return from_vector<double>(v, shape).requires_grad_();
+  return testing_util::sin_seq(shape, seed, scale, DType::Float64).add(shift).requires_grad_();
 }
 
 Tensor i64(std::initializer_list<int64_t> v, const IntList& shape = {}) { return from_vector<int64_t>(v, shape); }

@@ -9,26 +9,14 @@
 
 #include "qflow/qflow.h"
 #include "error_of.h"
+#include "test_helpers.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
+using qflow::testing_util::expect_close;
+using qflow::testing_util::sin_seq;
 
 namespace {
-
-Tensor seq(const IntList& shape, double seed, double scale = 1.0, DType dtype = DType::Float32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * scale;
-  return from_vector<double>(v, shape).to(dtype);
-}
-
-void expect_close(const Tensor& actual, const std::vector<double>& expected, double rtol = 1e-5, double atol = 1e-6) {
-  const std::vector<double> a = to_vector<double>(actual);
-  ASSERT_EQ(a.size(), expected.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(a[i], expected[i], atol + rtol * std::abs(expected[i])) << "element " << i;
-}
 
 using qflow::testing_util::error_of;
 
@@ -37,7 +25,7 @@ using qflow::testing_util::error_of;
 // ---- activations ----------------------------------------------------------------------------------
 
 TEST(ActivationTest, Relu6HardswishHardtanhLeakyReluMatchPyTorch) {
-  Tensor x = seq({12}, 0.3, 5.0);
+  Tensor x = sin_seq({12}, 0.3, 5.0);
   expect_close(relu6(x), {1.47760105, 3.10492992, 4.31202126, 4.93550062, 4.8909831, 4.18449402, 2.91165328, 1.24473393, 0,
                           0, 0, 0});
   expect_close(hardswish(x), {1.10268462, 3.10492992, 4.31202126, 4.93550062, 4.8909831, 4.18449402, 2.86878085,
@@ -70,7 +58,7 @@ TEST(ActivationTest, IntegerInputIsRefused) {
 // ---- softmax ------------------------------------------------------------------------------------
 
 TEST(SoftmaxTest, EveryDimMatchesPyTorch) {
-  Tensor x = seq({2, 3, 4}, 0.1, 3.0);
+  Tensor x = sin_seq({2, 3, 4}, 0.1, 3.0);
   expect_close(softmax(x, 0), {0.962853491, 0.986616731, 0.991536498, 0.989869237, 0.977694154, 0.921798944, 0.694202363,
                                0.281238645, 0.0711277574, 0.0207774136, 0.00980683509, 0.00855918787, 0.0371464342,
                                0.0133833019, 0.00846350286, 0.0101307752, 0.0223059058, 0.078201063, 0.305797637,
@@ -100,7 +88,7 @@ TEST(SoftmaxTest, EveryDimMatchesPyTorch) {
 }
 
 TEST(SoftmaxTest, LargeLogitsStayFiniteAndExact) {
-  Tensor x = seq({3, 5}, 0.7, 3.0);
+  Tensor x = sin_seq({3, 5}, 0.7, 3.0);
   {
     std::vector<float> v = to_vector<float>(x);
     for (int i = 0; i < 5; ++i) v[i] += 1e4f, v[5 + i] -= 1e4f;
@@ -120,7 +108,7 @@ TEST(SoftmaxTest, LargeLogitsStayFiniteAndExact) {
 
 TEST(SoftmaxTest, ParallelPathsAgreeWithTransposedLayout) {
   // 300 x 700: rows above the parallel grain, and the lane-block path (dim 0, inner 700 > 256).
-  Tensor x = seq({300, 700}, 0.4, 6.0, DType::Float64);
+  Tensor x = sin_seq({300, 700}, 0.4, 6.0, DType::Float64);
   Tensor by_rows = softmax(x.t().contiguous(), 1);
   Tensor by_lanes = softmax(x, 0);
   expect_close(by_lanes.t().contiguous(), to_vector<double>(by_rows), 1e-12, 1e-15);
@@ -153,14 +141,14 @@ TEST(DropoutTest, ZeroesAboutPAndScalesTheRest) {
 }
 
 TEST(DropoutTest, IdentityInEvalOrWithPZeroAndZerosWithPOne) {
-  Tensor x = seq({4, 5}, 0.1);
+  Tensor x = sin_seq({4, 5}, 0.1);
   EXPECT_TRUE(dropout(x, 0.5, /*train=*/false).is_same(x));
   EXPECT_TRUE(dropout(x, 0.0, true).is_same(x));
   for (float v : to_vector<float>(dropout(x, 1.0, true))) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(DropoutTest, DeterministicUnderManualSeed) {
-  Tensor x = seq({1000}, 0.2);
+  Tensor x = sin_seq({1000}, 0.2);
   manual_seed(7);
   const std::vector<float> a = to_vector<float>(dropout(x, 0.5, true));
   const std::vector<float> b = to_vector<float>(dropout(x, 0.5, true));  // the generator moved on

@@ -8,27 +8,14 @@
 
 #include "qflow/qflow.h"
 #include "error_of.h"
+#include "test_helpers.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
+using qflow::testing_util::expect_close;
+using qflow::testing_util::sin_seq_f32;
 
 namespace {
-
-// seq(shape, seed)[i] = sin(0.37 i + seed) * scale, like goldens/conv_pool.py.
-Tensor seq(const IntList& shape, double seed, double scale = 1.0, DType dtype = DType::Float32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * scale;
-  return from_vector<double>(v, shape).to(DType::Float32).to(dtype);  // float32-rounded, like the goldens
-}
-
-void expect_close(const Tensor& actual, const std::vector<double>& expected, double rtol, double atol = 1e-6) {
-  const std::vector<double> a = to_vector<double>(actual);
-  ASSERT_EQ(a.size(), expected.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(a[i], expected[i], atol + rtol * std::abs(expected[i])) << "element " << i;
-}
 
 using qflow::testing_util::error_of;
 
@@ -42,10 +29,10 @@ struct ConvCase {
 };
 
 Tensor run_case(const ConvCase& c, DType dtype) {
-  Tensor x = seq(c.x, 0.1, 1.0, dtype);
-  Tensor w = seq(c.w, 0.7, 0.5, dtype);
+  Tensor x = sin_seq_f32(c.x, 0.1, 1.0, dtype);
+  Tensor w = sin_seq_f32(c.w, 0.7, 0.5, dtype);
   std::optional<Tensor> b;
-  if (c.bias) b = seq({c.w[0]}, 1.3, 0.5, dtype);
+  if (c.bias) b = sin_seq_f32({c.w[0]}, 1.3, 0.5, dtype);
   return conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
 }
 
@@ -99,9 +86,9 @@ void check_against_naive(const IntList& xs, const IntList& ws, IntList stride, I
   SCOPED_TRACE(fmt::format("x {} w {} stride {} padding {} dilation {} groups {} {}", xs, ws, stride, padding, dilation,
                            groups, dtype));
   const double tol = dtype == DType::Float64 ? 1e-9 : 2e-4;
-  Tensor x = seq(xs, 0.3, 1.0, dtype), w = seq(ws, 0.8, 0.5, dtype);
+  Tensor x = sin_seq_f32(xs, 0.3, 1.0, dtype), w = sin_seq_f32(ws, 0.8, 0.5, dtype);
   Tensor y = conv2d(x, w, std::nullopt, stride, padding, dilation, groups);
-  Tensor gy = seq(y.sizes(), 2.1, 1.0, dtype);
+  Tensor gy = sin_seq_f32(y.sizes(), 2.1, 1.0, dtype);
   const int64_t sh = stride[0], sw = stride.size() > 1 ? stride[1] : stride[0];
   const int64_t ph = padding[0], pw = padding.size() > 1 ? padding[1] : padding[0];
   const int64_t dh = dilation[0], dw = dilation.size() > 1 ? dilation[1] : dilation[0];
@@ -163,9 +150,9 @@ TEST(Conv2dTest, RectangularKernelWithPerDimHyperParametersMatchesPyTorch) {
 }
 
 TEST(Conv2dTest, BackwardMatchesPyTorchOnMidSizeGroupedConv) {
-  // x (4, 8, 12, 12), w (16, 4, 3, 3), stride 2, padding 1, groups 2; gy = seq(y shape, 1.7).
-  Tensor x = seq({4, 8, 12, 12}, 0.2, 1.0, DType::Float64), w = seq({16, 4, 3, 3}, 0.5, 0.3, DType::Float64);
-  Tensor gy = seq({4, 16, 6, 6}, 1.7, 1.0, DType::Float64);
+  // x (4, 8, 12, 12), w (16, 4, 3, 3), stride 2, padding 1, groups 2; gy = sin_seq_f32(y shape, 1.7).
+  Tensor x = sin_seq_f32({4, 8, 12, 12}, 0.2, 1.0, DType::Float64), w = sin_seq_f32({16, 4, 3, 3}, 0.5, 0.3, DType::Float64);
+  Tensor gy = sin_seq_f32({4, 16, 6, 6}, 1.7, 1.0, DType::Float64);
   auto [gx, gw, gb] = conv2d_backward(gy, x, w, {2}, {1}, {1}, 2);
   double gx_sum = 0, gx_sq = 0, gw_sum = 0, gw_sq = 0;
   for (double v : to_vector<double>(gx)) gx_sum += v, gx_sq += v * v;
@@ -226,7 +213,7 @@ TEST(Conv2dTest, PointwiseLargePlanesUseDirectGemmAndMatchNaiveDefinition) {
 // ---- calling conventions ------------------------------------------------------------------------
 
 TEST(Conv2dTest, UnbatchedInputGivesUnbatchedOutput) {
-  Tensor x = seq({3, 5, 5}, 0.1), w = seq({4, 3, 3, 3}, 0.7, 0.5), b = seq({4}, 1.3, 0.5);
+  Tensor x = sin_seq_f32({3, 5, 5}, 0.1), w = sin_seq_f32({4, 3, 3, 3}, 0.7, 0.5), b = sin_seq_f32({4}, 1.3, 0.5);
   Tensor y = conv2d(x, w, b, {1}, {1});
   EXPECT_EQ(y.sizes(), (IntList{4, 5, 5}));
   EXPECT_EQ(to_vector<float>(y), to_vector<float>(conv2d(x.unsqueeze(0), w, b, {1}, {1})));
@@ -235,26 +222,26 @@ TEST(Conv2dTest, UnbatchedInputGivesUnbatchedOutput) {
 }
 
 TEST(Conv2dTest, CallByNameFillsSchemaDefaults) {
-  Tensor x = seq({2, 3, 5, 5}, 0.1), w = seq({4, 3, 3, 3}, 0.7, 0.5);
+  Tensor x = sin_seq_f32({2, 3, 5, 5}, 0.1), w = sin_seq_f32({4, 3, 3, 3}, 0.7, 0.5);
   Stack r = call_op("conv2d", {x, w});
   EXPECT_EQ(to_vector<float>(r.at(0).tensor()), to_vector<float>(conv2d(x, w)));
   EXPECT_EQ(r.at(0).tensor().sizes(), (IntList{2, 4, 3, 3}));
 }
 
 TEST(Conv2dTest, UndefinedBiasMeansNoBias) {
-  Tensor x = seq({1, 2, 4, 4}, 0.1), w = seq({3, 2, 3, 3}, 0.7, 0.5);
+  Tensor x = sin_seq_f32({1, 2, 4, 4}, 0.1), w = sin_seq_f32({3, 2, 3, 3}, 0.7, 0.5);
   EXPECT_EQ(to_vector<float>(conv2d(x, w, Tensor())), to_vector<float>(conv2d(x, w)));
 }
 
 TEST(Conv2dTest, NonContiguousInputIsReadCorrectly) {
-  Tensor x = seq({2, 3, 6, 5}, 0.1), w = seq({4, 3, 3, 3}, 0.7, 0.5);
+  Tensor x = sin_seq_f32({2, 3, 6, 5}, 0.1), w = sin_seq_f32({4, 3, 3, 3}, 0.7, 0.5);
   Tensor xt = x.transpose(2, 3);  // (2, 3, 5, 6), strided
   EXPECT_EQ(to_vector<float>(conv2d(xt, w, std::nullopt, {1}, {1})),
             to_vector<float>(conv2d(xt.contiguous(), w, std::nullopt, {1}, {1})));
 }
 
 TEST(Conv2dTest, BackwardComputesOnlyRequestedGradients) {
-  Tensor x = seq({1, 2, 5, 5}, 0.1, 1.0, DType::Float64), w = seq({3, 2, 3, 3}, 0.7, 0.5, DType::Float64);
+  Tensor x = sin_seq_f32({1, 2, 5, 5}, 0.1, 1.0, DType::Float64), w = sin_seq_f32({3, 2, 3, 3}, 0.7, 0.5, DType::Float64);
   Tensor gy = ones({1, 3, 3, 3}, DType::Float64);
   auto [gx, gw, gb] = conv2d_backward(gy, x, w, {1}, {0}, {1}, 1, false, true, false);
   EXPECT_FALSE(gx.defined());
@@ -266,7 +253,7 @@ TEST(Conv2dTest, BackwardComputesOnlyRequestedGradients) {
 }
 
 TEST(Conv2dTest, EmptyBatchGivesEmptyOutputAndZeroWeightGrad) {
-  Tensor x = zeros({0, 2, 5, 5}), w = seq({3, 2, 3, 3}, 0.7);
+  Tensor x = zeros({0, 2, 5, 5}), w = sin_seq_f32({3, 2, 3, 3}, 0.7);
   Tensor y = conv2d(x, w);
   EXPECT_EQ(y.sizes(), (IntList{0, 3, 3, 3}));
   auto [gx, gw, gb] = conv2d_backward(y, x, w, {1}, {0}, {1}, 1);

@@ -9,25 +9,14 @@
 
 #include "qflow/qflow.h"
 #include "error_of.h"
+#include "test_helpers.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
+using qflow::testing_util::expect_close_abs_below_one;
+using qflow::testing_util::ramp;
 
 namespace {
-
-// arange(numel) * scale + shift, reshaped — `seq` in the golden script.
-Tensor seq(const IntList& shape, double scale, double shift, DType dtype = DType::Float32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return (arange(0, n, 1, dtype) * scale + shift).reshape(SymIntList(shape.begin(), shape.end()));
-}
-
-void expect_close(const Tensor& t, const IntList& shape, const std::vector<double>& want, double tol = 1e-5) {
-  ASSERT_EQ(t.sizes(), shape);
-  const auto got = to_vector<double>(t);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << "at " << i;
-}
 
 using ::qflow::testing_util::error_of;  // tests/error_of.h
 
@@ -42,35 +31,35 @@ TEST(LinalgTest, MmMatchesHandComputed) {
 }
 
 TEST(LinalgTest, MmMatchesPyTorch) {
-  expect_close(mm(seq({3, 4}, 0.25, -1.0), seq({4, 5}, -0.5, 2.0)), {3, 5}, kMm);
+  expect_close_abs_below_one(mm(ramp({3, 4}, 0.25, -1.0), ramp({4, 5}, -0.5, 2.0)), {3, 5}, kMm);
 }
 
 TEST(LinalgTest, MmOfTransposedViewsMatchesPyTorch) {
-  Tensor a = seq({4, 3}, 0.25, -1.0).t();
-  Tensor b = seq({5, 4}, -0.5, 2.0).t();
-  expect_close(a.mm(b), {3, 5}, {-1.25, -2.25, -3.25, -4.25, -5.25, 0.0, -3.0, -6.0, -9.0, -12.0, 1.25, -3.75, -8.75, -13.75, -18.75});
+  Tensor a = ramp({4, 3}, 0.25, -1.0).t();
+  Tensor b = ramp({5, 4}, -0.5, 2.0).t();
+  expect_close_abs_below_one(a.mm(b), {3, 5}, {-1.25, -2.25, -3.25, -4.25, -5.25, 0.0, -3.0, -6.0, -9.0, -12.0, 1.25, -3.75, -8.75, -13.75, -18.75});
   // Mixed layouts give the same product as contiguous copies.
-  Tensor c = seq({3, 4}, 0.25, -1.0);
-  expect_close(mm(c, b), {3, 5}, to_vector<double>(mm(c, b.contiguous())));
-  expect_close(mm(a, seq({4, 5}, -0.5, 2.0)), {3, 5}, to_vector<double>(mm(a.contiguous(), seq({4, 5}, -0.5, 2.0))));
+  Tensor c = ramp({3, 4}, 0.25, -1.0);
+  expect_close_abs_below_one(mm(c, b), {3, 5}, to_vector<double>(mm(c, b.contiguous())));
+  expect_close_abs_below_one(mm(a, ramp({4, 5}, -0.5, 2.0)), {3, 5}, to_vector<double>(mm(a.contiguous(), ramp({4, 5}, -0.5, 2.0))));
 }
 
 TEST(LinalgTest, MmReadsColumnSliceWithLeadingDimension) {
-  Tensor a = seq({3, 6}, 0.5, -2.0).narrow(1, 1, 4);  // strides (6, 1): ld 6 > 4 columns
-  expect_close(mm(a, seq({4, 5}, -0.5, 2.0)), {3, 5},
+  Tensor a = ramp({3, 6}, 0.5, -2.0).narrow(1, 1, 4);  // strides (6, 1): ld 6 > 4 columns
+  expect_close_abs_below_one(mm(a, ramp({4, 5}, -0.5, 2.0)), {3, 5},
                {-1.0, 0.5, 2.0, 3.5, 5.0, -22.0, -26.5, -31.0, -35.5, -40.0, -43.0, -53.5, -64.0, -74.5, -85.0});
 }
 
 TEST(LinalgTest, MmCopiesOperandWithNoBlasLayout) {
-  Tensor a = seq({6, 8}, 0.125, -3.0).slice(0, 0, 6, 2).slice(1, 0, 8, 2);  // strides (16, 2)
-  expect_close(mm(a, seq({4, 5}, -0.5, 2.0)), {3, 5},
+  Tensor a = ramp({6, 8}, 0.125, -3.0).slice(0, 0, 6, 2).slice(1, 0, 8, 2);  // strides (16, 2)
+  expect_close_abs_below_one(mm(a, ramp({4, 5}, -0.5, 2.0)), {3, 5},
                {15.25, 20.5, 25.75, 31.0, 36.25, 1.25, 2.5, 3.75, 5.0, 6.25, -12.75, -15.5, -18.25, -21.0, -23.75});
 }
 
 TEST(LinalgTest, MmFloat64) {
-  Tensor r = mm(seq({2, 3}, 0.1, -0.3, DType::Float64), seq({3, 2}, 0.7, -1.1, DType::Float64));
+  Tensor r = mm(ramp({2, 3}, 0.1, -0.3, DType::Float64), ramp({3, 2}, 0.7, -1.1, DType::Float64));
   EXPECT_EQ(r.dtype(), DType::Float64);
-  expect_close(r, {2, 2}, {0.10000000000000014, -0.3199999999999998, 0.3699999999999999, 0.58}, 1e-12);
+  expect_close_abs_below_one(r, {2, 2}, {0.10000000000000014, -0.3199999999999998, 0.3699999999999999, 0.58}, 1e-12);
 }
 
 TEST(LinalgTest, MmIntegersAreExact) {
@@ -102,29 +91,29 @@ TEST(LinalgTest, MmWithEmptyInnerDimIsZeros) {
 }
 
 TEST(LinalgTest, MatmulVectorCases) {
-  Tensor v = seq({4}, 0.5, -1.0);
-  Tensor u = seq({4}, -0.25, 2.0);
+  Tensor v = ramp({4}, 0.5, -1.0);
+  Tensor u = ramp({4}, -0.25, 2.0);
   Tensor dot = matmul(v, u);
   EXPECT_EQ(dot.dim(), 0);
   EXPECT_NEAR(dot.item<double>(), -2.25, 1e-6);
-  expect_close(matmul(seq({3, 4}, 0.25, -1.0), v), {3}, {1.25, 0.25, -0.75});
-  expect_close(matmul(seq({4, 3}, 0.25, -1.0).t(), v), {3}, {1.75, 1.5, 1.25});
-  expect_close(v.matmul(seq({4, 5}, -0.5, 2.0)), {5}, {-4.5, -4.0, -3.5, -3.0, -2.5});
-  expect_close(matmul(v, seq({2, 4, 5}, 0.05, -0.5)), {2, 5},
+  expect_close_abs_below_one(matmul(ramp({3, 4}, 0.25, -1.0), v), {3}, {1.25, 0.25, -0.75});
+  expect_close_abs_below_one(matmul(ramp({4, 3}, 0.25, -1.0).t(), v), {3}, {1.75, 1.5, 1.25});
+  expect_close_abs_below_one(v.matmul(ramp({4, 5}, -0.5, 2.0)), {5}, {-4.5, -4.0, -3.5, -3.0, -2.5});
+  expect_close_abs_below_one(matmul(v, ramp({2, 4, 5}, 0.05, -0.5)), {2, 5},
                {0.75, 0.7, 0.65, 0.6, 0.55, -0.25, -0.3, -0.35, -0.4, -0.45});
-  expect_close(matmul(seq({2, 3, 4}, 0.1, -1.0), v), {2, 3}, {1.1, 0.7, 0.3, -0.1, -0.5, -0.9});
+  expect_close_abs_below_one(matmul(ramp({2, 3, 4}, 0.1, -1.0), v), {2, 3}, {1.1, 0.7, 0.3, -0.1, -0.5, -0.9});
 }
 
 TEST(LinalgTest, MatmulOfStridedVectorMatchesContiguous) {
-  Tensor m = seq({4, 3}, 0.25, -1.0);
+  Tensor m = ramp({4, 3}, 0.25, -1.0);
   Tensor col = m.select(1, 1);  // stride 3
   Tensor dense = col.contiguous();
-  expect_close(matmul(seq({2, 4}, 0.5, 1.0), col), {2}, to_vector<double>(matmul(seq({2, 4}, 0.5, 1.0), dense)));
+  expect_close_abs_below_one(matmul(ramp({2, 4}, 0.5, 1.0), col), {2}, to_vector<double>(matmul(ramp({2, 4}, 0.5, 1.0), dense)));
   EXPECT_NEAR(matmul(col, col).item<double>(), matmul(dense, dense).item<double>(), 1e-6);
 }
 
 TEST(LinalgTest, MatmulBroadcastsBatchDims) {
-  expect_close(matmul(seq({2, 1, 3, 4}, 0.1, -1.0), seq({3, 4, 2}, -0.2, 1.5)), {2, 3, 3, 2},
+  expect_close_abs_below_one(matmul(ramp({2, 1, 3, 4}, 0.1, -1.0), ramp({3, 4, 2}, -0.2, 1.5)), {2, 3, 3, 2},
                {-3.26, -2.58, -1.82, -1.46, -0.38, -0.34, 2.18, 2.86, 1.06, 1.42, -0.06, -0.02,
                 7.62, 8.30, 3.94, 4.30, 0.26, 0.30, 1.06, 0.78, 2.5, 1.9, 3.94, 3.02,
                 -1.18, -1.46, -2.30, -2.90, -3.42, -4.34, -3.42, -3.70, -7.10, -7.70, -10.78, -11.70},
@@ -132,37 +121,37 @@ TEST(LinalgTest, MatmulBroadcastsBatchDims) {
 }
 
 TEST(LinalgTest, MatmulBatchTimesSharedMatrix) {
-  Tensor x = seq({2, 3, 4}, 0.1, -1.0);
-  expect_close(matmul(x, seq({4, 5}, -0.2, 1.5)), {2, 3, 5},
+  Tensor x = ramp({2, 3, 4}, 0.1, -1.0);
+  expect_close_abs_below_one(matmul(x, ramp({4, 5}, -0.2, 1.5)), {2, 3, 5},
                {-0.5, 0.18, 0.86, 1.54, 2.22, -0.5, -0.14, 0.22, 0.58, 0.94, -0.5, -0.46, -0.42, -0.38, -0.34,
                 -0.5, -0.78, -1.06, -1.34, -1.62, -0.5, -1.1, -1.7, -2.3, -2.9, -0.5, -1.42, -2.34, -3.26, -4.18},
                1e-4);
-  expect_close(matmul(x, seq({5, 4}, -0.2, 1.5).t()), {2, 3, 5},
+  expect_close_abs_below_one(matmul(x, ramp({5, 4}, -0.2, 1.5).t()), {2, 3, 5},
                {-4.18, -1.46, 1.26, 3.98, 6.7, -2.26, -0.82, 0.62, 2.06, 3.5, -0.34, -0.18, -0.02, 0.14, 0.3,
                 1.58, 0.46, -0.66, -1.78, -2.9, 3.5, 1.1, -1.3, -3.7, -6.1, 5.42, 1.74, -1.94, -5.62, -9.3},
                1e-4);
   // A batch that cannot be folded into rows (transposed batch) gives the same numbers.
   Tensor xt = x.transpose(0, 1).contiguous().transpose(0, 1);
-  expect_close(matmul(xt, seq({4, 5}, -0.2, 1.5)), {2, 3, 5}, to_vector<double>(matmul(x, seq({4, 5}, -0.2, 1.5))));
+  expect_close_abs_below_one(matmul(xt, ramp({4, 5}, -0.2, 1.5)), {2, 3, 5}, to_vector<double>(matmul(x, ramp({4, 5}, -0.2, 1.5))));
 }
 
 TEST(LinalgTest, MatmulMatrixTimesBatch) {
-  expect_close(matmul(seq({3, 4}, 0.3, -1.0), seq({2, 4, 5}, 0.05, -0.5)), {2, 3, 5},
+  expect_close_abs_below_one(matmul(ramp({3, 4}, 0.3, -1.0), ramp({2, 4, 5}, 0.05, -0.5)), {2, 3, 5},
                {0.65, 0.54, 0.43, 0.32, 0.21, 0.05, 0.18, 0.31, 0.44, 0.57, -0.55, -0.18, 0.19, 0.56, 0.93,
                 -1.55, -1.66, -1.77, -1.88, -1.99, 2.65, 2.78, 2.91, 3.04, 3.17, 6.85, 7.22, 7.59, 7.96, 8.33},
                1e-4);
 }
 
 TEST(LinalgTest, MatmulIsReachableByName) {
-  Stack r = call_op("matmul", {seq({3, 4}, 0.25, -1.0), seq({4, 5}, -0.5, 2.0)});
-  expect_close(r.at(0).tensor(), {3, 5}, kMm);
+  Stack r = call_op("matmul", {ramp({3, 4}, 0.25, -1.0), ramp({4, 5}, -0.5, 2.0)});
+  expect_close_abs_below_one(r.at(0).tensor(), {3, 5}, kMm);
 }
 
 TEST(LinalgTest, BmmMatchesPyTorch) {
-  Tensor b2 = seq({2, 4, 2}, 0.3, -0.7);
-  expect_close(bmm(seq({2, 3, 4}, 0.1, -1.0), b2), {2, 3, 2},
+  Tensor b2 = ramp({2, 4, 2}, 0.3, -0.7);
+  expect_close_abs_below_one(bmm(ramp({2, 3, 4}, 0.1, -1.0), b2), {2, 3, 2},
                {-0.38, -1.4, -0.06, -0.6, 0.26, 0.2, 3.94, 4.36, 8.1, 9.0, 12.26, 13.64}, 1e-4);
-  expect_close(seq({2, 4, 3}, 0.1, -1.0).transpose(1, 2).bmm(b2), {2, 3, 2},
+  expect_close_abs_below_one(ramp({2, 4, 3}, 0.1, -1.0).transpose(1, 2).bmm(b2), {2, 3, 2},
                {0.46, -0.2, 0.54, 0.0, 0.62, 0.2, 7.66, 8.44, 8.7, 9.6, 9.74, 10.76}, 1e-4);
 }
 
@@ -172,18 +161,18 @@ TEST(LinalgTest, BmmOfManySmallMatricesMatchesPerMatrixMm) {
   Tensor b = randn({256, 16, 16}).transpose(1, 2);
   Tensor r = bmm(a, b);
   for (int64_t i : {0, 1, 127, 255})
-    expect_close(r.select(0, i), {16, 16}, to_vector<double>(mm(a.select(0, i), b.select(0, i))), 1e-4);
+    expect_close_abs_below_one(r.select(0, i), {16, 16}, to_vector<double>(mm(a.select(0, i), b.select(0, i))), 1e-4);
 }
 
 TEST(LinalgTest, AddmmScalesAndBroadcastsBias) {
   Tensor bias = from_vector<float>({1.0, -2.0, 0.5, 3.0, -1.5});
-  expect_close(addmm(bias, seq({3, 4}, 0.25, -1.0), seq({4, 5}, -0.5, 2.0), 0.5, 2.0), {3, 5},
+  expect_close_abs_below_one(addmm(bias, ramp({3, 4}, 0.25, -1.0), ramp({4, 5}, -0.5, 2.0), 0.5, 2.0), {3, 5},
                {3.0, 4.0, 7.75, 11.5, 11.75, -11.0, -14.0, -14.25, -14.5, -18.25, -25.0, -32.0, -36.25, -40.5, -48.25});
 }
 
 TEST(LinalgTest, AddmmWithZeroBetaIgnoresSelf) {
   Tensor self = full({3, 5}, std::numeric_limits<float>::quiet_NaN());
-  expect_close(addmm(self, seq({3, 4}, 0.25, -1.0), seq({4, 5}, -0.5, 2.0), 0, 1), {3, 5}, kMm);
+  expect_close_abs_below_one(addmm(self, ramp({3, 4}, 0.25, -1.0), ramp({4, 5}, -0.5, 2.0), 0, 1), {3, 5}, kMm);
 }
 
 TEST(LinalgTest, AddmmWithEmptyInnerDimIsScaledSelf) {

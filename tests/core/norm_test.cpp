@@ -9,27 +9,14 @@
 
 #include "qflow/qflow.h"
 #include "error_of.h"
+#include "test_helpers.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
+using qflow::testing_util::expect_close;
+using qflow::testing_util::sin_seq;
 
 namespace {
-
-// seq(shape, seed)[i] = sin(0.37 i + seed) * scale, like goldens/nn_ops.py.
-Tensor seq(const IntList& shape, double seed, double scale = 1.0, DType dtype = DType::Float32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * scale;
-  return from_vector<double>(v, shape).to(dtype);
-}
-
-void expect_close(const Tensor& actual, const std::vector<double>& expected, double rtol = 1e-5, double atol = 1e-6) {
-  const std::vector<double> a = to_vector<double>(actual);
-  ASSERT_EQ(a.size(), expected.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(a[i], expected[i], atol + rtol * std::abs(expected[i])) << "element " << i;
-}
 
 using qflow::testing_util::error_of;
 
@@ -57,7 +44,7 @@ std::vector<double> reference_bn(const Tensor& x, double eps) {
 }  // namespace
 
 TEST(BatchNormTest, Training2DMatchesPyTorchAndUpdatesRunningStatsWithUnbiasedVariance) {
-  Tensor x = seq({4, 3}, 0.5, 2.0);
+  Tensor x = sin_seq({4, 3}, 0.5, 2.0);
   Tensor rm = f32({0.5, -1.0, 0.0}), rv = f32({1.0, 2.0, 0.5});
   Tensor y = batch_norm(x, f32({1.5, -0.5, 2.0}), f32({0.1, 0.2, -0.3}), rm, rv, /*training=*/true, 0.1, 1e-5);
   expect_close(y, {0.520533681, -0.187876016, 1.89184511, 1.83512223, -0.296071589, 1.29271924, 0.342969269, 0.31580025,
@@ -67,7 +54,7 @@ TEST(BatchNormTest, Training2DMatchesPyTorchAndUpdatesRunningStatsWithUnbiasedVa
 }
 
 TEST(BatchNormTest, Training4DThenEvalMatchPyTorch) {
-  Tensor x = seq({2, 3, 2, 2}, 1.0, 3.0) - 1.0;
+  Tensor x = sin_seq({2, 3, 2, 2}, 1.0, 3.0) - 1.0;
   Tensor w = f32({0.7, 1.2, -1.1}), b = f32({0.0, 0.5, 1.0});
   Tensor rm = zeros({3}), rv = ones({3});
   const uint64_t version = rm.version();
@@ -87,14 +74,14 @@ TEST(BatchNormTest, Training4DThenEvalMatchPyTorch) {
 }
 
 TEST(BatchNormTest, Training3DWithoutAffineOrRunningStats) {
-  Tensor y = batch_norm(seq({3, 2, 4}, 2.0), Tensor(), Tensor(), Tensor(), Tensor(), true);
+  Tensor y = batch_norm(sin_seq({3, 2, 4}, 2.0), Tensor(), Tensor(), Tensor(), Tensor(), true);
   expect_close(y, {1.05355716, 0.736274719, 0.277765006, -0.259914964, -0.215918243, -0.710849702, -1.06900239, -1.24190187,
                    -1.75801945, -1.52720821, -1.13127255, -0.623800457, 0.542319179, 1.08069503, 1.51337254, 1.78179085,
                    1.18603146, 1.04928172, 0.728940606, 0.268364817, 0.33822459, -0.22589092, -0.718864501, -1.07397437});
 }
 
 TEST(BatchNormTest, NativeBatchNormReturnsBatchMeanAndInvstd) {
-  Tensor x = seq({2, 3, 2, 2}, 1.0, 3.0) - 1.0;
+  Tensor x = sin_seq({2, 3, 2, 2}, 1.0, 3.0) - 1.0;
   auto [y, mean, invstd] = native_batch_norm(x, f32({0.7, 1.2, -1.1}), f32({0.0, 0.5, 1.0}), Tensor(), Tensor(), true, 0.1, 1e-3);
   expect_close(mean, {-0.0162307695, 0.42333442, -1.72565711});
   expect_close(invstd, {0.514161587, 0.692360878, 0.471919924});
@@ -106,7 +93,7 @@ TEST(BatchNormTest, LargeInputsMatchNaiveReferenceOnEveryPath) {
   // (the channel-vectorized path), and float64.
   for (const IntList& shape : {IntList{8, 16, 32, 32}, IntList{4096, 40}, IntList{3, 5, 7}}) {
     for (DType dt : {DType::Float32, DType::Float64}) {
-      Tensor x = seq(shape, 0.3, 4.0, dt) + 10.0;  // an offset mean: the two-pass variance must hold
+      Tensor x = sin_seq(shape, 0.3, 4.0, dt) + 10.0;  // an offset mean: the two-pass variance must hold
       Tensor y = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
       expect_close(y, reference_bn(x, 1e-5), dt == DType::Float32 ? 2e-5 : 1e-10, dt == DType::Float32 ? 2e-5 : 1e-10);
     }
@@ -114,8 +101,8 @@ TEST(BatchNormTest, LargeInputsMatchNaiveReferenceOnEveryPath) {
 }
 
 TEST(BatchNormTest, BackwardRecomputingStatsEqualsBackwardWithSavedStats) {
-  Tensor x = seq({4, 3, 5}, 0.2, 2.0, DType::Float64);
-  Tensor w = from_vector<double>({1.5, -0.5, 2.0}), gy = seq({4, 3, 5}, 1.7, 1.0, DType::Float64);
+  Tensor x = sin_seq({4, 3, 5}, 0.2, 2.0, DType::Float64);
+  Tensor w = from_vector<double>({1.5, -0.5, 2.0}), gy = sin_seq({4, 3, 5}, 1.7, 1.0, DType::Float64);
   auto [y, mean, invstd] = native_batch_norm(x, w, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
   auto [gx1, gw1, gb1] = native_batch_norm_backward(gy, x, w, Tensor(), Tensor(), mean, invstd, true, 1e-5);
   auto [gx2, gw2, gb2] = native_batch_norm_backward(gy, x, w, Tensor(), Tensor(), Tensor(), Tensor(), true, 1e-5);
@@ -142,7 +129,7 @@ TEST(BatchNormTest, ErrorsNameTheProblem) {
 }
 
 TEST(BatchNormTest, CallableByNameWithNoneOptionals) {
-  Tensor x = seq({3, 2, 4}, 2.0);
+  Tensor x = sin_seq({3, 2, 4}, 2.0);
   Stack out = call_op("batch_norm", {x, Value(), Value(), Value(), Value(), true});
   expect_close(out.at(0).tensor(), to_vector<double>(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true)), 0, 0);
 }

@@ -12,6 +12,7 @@
 
 #include "qflow/nn/nn.h"
 #include "qflow/qflow.h"
+#include "test_helpers.h"
 
 namespace nn_golden {
 
@@ -22,15 +23,10 @@ struct Golden {
 };
 
 /// seq(shape, seed, scale)[i] = float32(scale · sin(0.37 · (i + 1) + seed)), computed in
-/// float64 exactly as the Python script does, then cast to `dtype`.
+/// float64 exactly as the Python script does, then cast to `dtype` (test_helpers.h).
 inline qflow::Tensor seq(const qflow::IntList& shape, double seed, double scale = 1.0,
                          qflow::DType dtype = qflow::DType::Float32) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(scale * std::sin(0.37 * static_cast<double>(i + 1) + seed));
-  return qflow::from_vector<float>(v, shape).to(dtype);
+  return qflow::testing_util::sin_seq_from1_f32(shape, seed, scale, dtype);
 }
 
 /// The k-th parameter (named_parameters order) becomes seq(shape, 1 + k, 0.3), like the

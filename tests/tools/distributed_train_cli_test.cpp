@@ -139,6 +139,45 @@ TEST_F(DistributedTrainCli, CheckpointsResumeWithAnotherNumberOfProcesses) {
     expect_same_model(straight + "/last.safetensors", d + "/last.safetensors", kTolerance);
 }
 
+// The rows of a --predictions file, each split at its commas.
+std::vector<std::vector<std::string>> csv_rows(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(read_text(path));
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string>& row = rows.emplace_back();
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, ',');) row.push_back(cell);
+  }
+  return rows;
+}
+
+TEST_F(DistributedTrainCli, PredictionsGatheredFromTheShardsAreOneProcesssFile) {
+  // 101 test images: shards of 51 and 50 (Note [Gathered predictions]).
+  const std::string one = dir("predictions_one"), two = dir("predictions_two");
+  std::filesystem::create_directories(one);
+  manual_seed(3);
+  nn::save(models::create("lenet5", {.num_classes = 10, .in_channels = 1, .image_size = 28})->state_dict(),
+           one + "/weights.safetensors");
+  for (const auto& [np, d] : {std::pair{1, one}, std::pair{2, two}}) {
+    std::string command = train_command(np, d, 1, "--eval-only --weights " + one + "/weights.safetensors --predictions " +
+                                                      d + ".csv");
+    command.replace(command.find("--test-subset 128"), 17, "--test-subset 101");
+    ASSERT_EQ(exit_status(std::system((command + " > " + d + ".out 2>&1").c_str())), 0) << read_text(d + ".out");
+  }
+  const auto a = csv_rows(one + ".csv"), b = csv_rows(two + ".csv");
+  std::filesystem::remove(one + ".csv");
+  std::filesystem::remove(two + ".csv");
+  ASSERT_EQ(a.size(), 102u);  // the header and one row per image
+  ASSERT_EQ(b.size(), a.size());
+  EXPECT_EQ(a[0], b[0]);
+  for (size_t i = 1; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), 13u);
+    ASSERT_EQ(b[i].size(), 13u);
+    EXPECT_EQ(std::vector(a[i].begin(), a[i].begin() + 3), std::vector(b[i].begin(), b[i].begin() + 3)) << "row " << i;
+    for (size_t c = 3; c < 13; ++c) EXPECT_NEAR(std::stod(a[i][c]), std::stod(b[i][c]), 1e-5) << "row " << i;
+  }
+}
+
 // Rewrites a training checkpoint as if it had been saved `step` batches into epoch 1.
 void set_progress(const std::string& file, int64_t step) {
   nn::CheckpointMetadata meta;

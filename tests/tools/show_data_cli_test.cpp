@@ -7,10 +7,12 @@
 #include <set>
 
 #include "data/test_files.h"
+#include "viz/image_grid.h"
 
 using namespace qflow;
 using namespace qflow::data;
 using namespace qflow::data::testing;
+using qflow::viz::make_image_grid;
 using ::testing::HasSubstr;
 
 namespace {

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -54,6 +56,22 @@ void expect_same_training_state(const std::string& a_file, const std::string& b_
   }
 }
 
+// Pixels of curves.png in exactly the colour `rgb` (the plot draws its series in flat colours)
+// below the legends, which write the series names in the same colours: the first 30 rows of
+// each 360-row panel.
+int64_t plotted_pixels(const std::string& png, std::array<uint8_t, 3> rgb) {
+  const Tensor image = data::read_png(png);
+  const int64_t h = image.sizes()[1], w = image.sizes()[2], plane = h * w;
+  const std::vector<uint8_t> px = to_vector<uint8_t>(image);
+  int64_t n = 0;
+  for (int64_t i = 0; i < plane; ++i)
+    n += (i / w) % 360 >= 30 && px[static_cast<size_t>(i)] == rgb[0] && px[static_cast<size_t>(plane + i)] == rgb[1] &&
+         px[static_cast<size_t>(2 * plane + i)] == rgb[2];
+  return n;
+}
+
+constexpr std::array<uint8_t, 3> kTrainColour = {31, 119, 180}, kTestColour = {230, 110, 0};
+
 std::string temp_dir(const char* name) {
   auto d = std::filesystem::temp_directory_path() / (std::string("qflow_train_") + name + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
@@ -69,11 +87,12 @@ TEST(TrainCliTest, StopAndResumeEndsBitIdenticalToAStraightRun) {
   ASSERT_EQ(run_train(split, "--stop-after 1"), 0);
   ASSERT_EQ(run_train(split, "--resume"), 0);
   expect_same_training_state(straight + "/last.safetensors", split + "/last.safetensors");
-  // Both logs describe two epochs.
+  // Both logs describe two epochs; the per-step log of the split run is the straight run's.
   for (const auto& dir : {straight, split}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/curves.png"));
     EXPECT_TRUE(std::filesystem::exists(dir + "/best.safetensors"));
   }
+  EXPECT_EQ(read_text(split + "/steps.csv"), read_text(straight + "/steps.csv"));
   for (const auto& dir : {straight, split}) {
     std::filesystem::remove_all(dir);
     std::filesystem::remove(dir + ".out");
@@ -88,6 +107,15 @@ TEST(TrainCliTest, FusedTrainingEndsBitIdenticalToTheEagerModel) {
   ASSERT_EQ(run_train(fused, "", 1), 0);
   ASSERT_EQ(run_train(eager, "--no-fuse", 1), 0);
   expect_same_training_state(fused + "/last.safetensors", eager + "/last.safetensors");
+  // One epoch still draws curves: the 6 steps' training loss and accuracy as lines, the test
+  // result as a 7x7 marker, in both panels.
+  const std::string steps = read_text(fused + "/steps.csv");
+  EXPECT_EQ(std::count(steps.begin(), steps.end(), '\n'), 7) << steps;  // header + 6 steps
+  EXPECT_THAT(steps, ::testing::StartsWith("step,epoch,train_loss,train_acc\n1,1,"));
+  const Tensor png = data::read_png(fused + "/curves.png");
+  EXPECT_EQ(png.sizes(), (std::vector<int64_t>{3, 720, 960}));
+  EXPECT_GT(plotted_pixels(fused + "/curves.png", kTrainColour), 2 * 1000);  // two lines across ~880 px
+  EXPECT_GE(plotted_pixels(fused + "/curves.png", kTestColour), 2 * 49);
   for (const auto& dir : {fused, eager}) {
     std::filesystem::remove_all(dir);
     std::filesystem::remove(dir + ".out");
@@ -149,6 +177,8 @@ TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdenticall
   // An uninterrupted run of the same epochs ends with the same weights and optimizer state.
   ASSERT_EQ(run_train(straight, "--stop-after " + std::to_string(epoch), 40), 0);
   expect_same_training_state(straight + "/last.safetensors", dir + "/last.safetensors");
+  // steps.csv was written with the checkpoint Ctrl-C saved: the resumed run's is the straight run's.
+  EXPECT_EQ(read_text(dir + "/steps.csv"), read_text(straight + "/steps.csv"));
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(straight);
   std::filesystem::remove(dir + ".out");

@@ -241,6 +241,8 @@ TEST_F(TrainCrashTest, TwentySigkillsAtRandomMomentsAndMidWriteThenResumeEndBitI
   EXPECT_EQ(read_bytes(path(interrupted + "/best.safetensors")), read_bytes(path("straight/best.safetensors")));
   EXPECT_EQ(log_without_timings(text(path(interrupted + "/log.csv"))),
             log_without_timings(text(path("straight/log.csv"))));
+  // steps.csv is written before each checkpoint and cut back to it on --resume: every step once.
+  EXPECT_EQ(text(path(interrupted + "/steps.csv")), text(path("straight/steps.csv")));
   EXPECT_EQ(checkpoint_steps(last), epochs * kBatches);
   EXPECT_EQ(temporaries(interrupted), std::set<std::string>{});  // every unfinished write was cleaned up
   EXPECT_GE(landed_in_writes, 7);

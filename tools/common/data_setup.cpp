@@ -70,13 +70,9 @@ DataSetup make_data(const DataOptions& o) {
   return s;
 }
 
-void add_dataset_options(CLI::App& app, std::string& dataset, std::string& data) {
-  app.add_option("--dataset", dataset, "cifar10 | fashion-mnist | mnist | folder (DIR/train and DIR/test of PNGs)")
-      ->check(CLI::IsMember({"cifar10", "fashion-mnist", "mnist", "folder"}))
-      ->capture_default_str();
-  app.add_option("--data", data,
-                 "Data directory (CIFAR-10: the binary batches or cifar-10-binary.tar.gz; "
-                 "Fashion-MNIST default: /usr/share/datasets/fashion-mnist)");
+const std::vector<std::string>& dataset_names() {
+  static const std::vector<std::string> names = {"cifar10", "fashion-mnist", "mnist", "folder"};
+  return names;
 }
 
 }  // namespace qflow::tools

@@ -1,8 +1,6 @@
 #pragma once
 // The data sets the tools know (cifar10, fashion-mnist, mnist, folder), each with its standard
 // transforms: qflow-train trains on them, qflow-show-data pictures them exactly as loaded.
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,17 +23,19 @@ struct DataOptions {
 struct DataSetup {
   std::shared_ptr<const data::Dataset> train, test;  // null when not loaded
   data::TransformPtr train_transform, test_transform;
-  /// The Normalize both transforms end with (make_image_grid undoes it for display).
+  /// The Normalize both transforms end with (viz::make_image_grid undoes it for display).
   std::vector<double> mean, std;
   int64_t channels = 3, image_size = 32;
   /// Class names of the loaded split(s).
   const std::vector<std::string>& class_names() const { return (train ? train : test)->class_names(); }
+  /// Classes of the loaded split(s).
+  int64_t num_classes() const { return (train ? train : test)->num_classes(); }
 };
 
 /// Loads the split(s) `o` asks for; errors (missing --data, unreadable files) are qflow::Errors.
 DataSetup make_data(const DataOptions& o);
 
-/// Declares --dataset and --data, shared by every tool that reads a data set.
-void add_dataset_options(CLI::App& app, std::string& dataset, std::string& data);
+/// The data sets make_data knows: cifar10, fashion-mnist, mnist, folder.
+const std::vector<std::string>& dataset_names();
 
 }  // namespace qflow::tools

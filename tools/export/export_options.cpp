@@ -4,32 +4,12 @@
 #include <fmt/ranges.h>
 
 #include "common/cli_checks.h"
-#include "common/qconfig_option.h"
-#include "qflow/models/registry.h"
 
 namespace qflow::tools {
 
-quant::QConfig ExportCliOptions::qconfig() const {
-  quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
-                    .per_layer = !per_channel, .activation_bits = activation_bits};
-  qc.validate();
-  return qc;
-}
-
-quant::QConfigMapping ExportCliOptions::qconfig_mapping() const { return tools::qconfig_mapping(qconfig(), qconfig_file); }
-
 void add_export_options(CLI::App& app, ExportCliOptions& o) {
-  const std::vector<std::string> models = models::model_names();
-  app.add_option("--model", o.model, fmt::format("Model from the zoo: {}", fmt::join(models, ", ")))
-      ->check(CLI::IsMember(models))
-      ->capture_default_str();
-  app.add_option("--num-classes", o.num_classes, "Classifier outputs")->check(kPositive)->capture_default_str();
-  app.add_option("--in-channels", o.in_channels, "Input image channels (1 for Fashion-MNIST)")
-      ->check(kPositive)
-      ->capture_default_str();
-  app.add_option("--image-size", o.image_size, "Input image height and width (28 for Fashion-MNIST)")
-      ->check(kPositive)
-      ->capture_default_str();
+  add_model_flag(app, o.model);
+  add_model_shape_flags(app, o);
   app.add_option("--checkpoint", o.checkpoint,
                  "Weights to export (.safetensors): a float state_dict (qflow-train's best.safetensors), a training "
                  "checkpoint (last.safetensors), a QAT model's state_dict, or a deploy model's state_dict")
@@ -41,20 +21,12 @@ void add_export_options(CLI::App& app, ExportCliOptions& o) {
       ->check(CLI::IsMember({"float", "deploy"}))
       ->capture_default_str();
   app.add_option("--out", o.out, "The ONNX file to write (default: MODEL_STAGE.onnx)");
-  app.add_option("--bits", o.bits, "Quantization bits (ONNX at opset 13 takes 8)")->capture_default_str();
-  add_activation_bits_option(app, o.activation_bits);
-  app.add_option("--scheme", o.scheme, "Integer grid: symmetric (int8) | affine (uint8)")
-      ->check(CLI::IsMember({"symmetric", "affine"}))
-      ->capture_default_str();
-  app.add_option("--formula", o.formula, "Scale formula: google | cambricon (power of two, symmetric only)")
-      ->check(CLI::IsMember({"google", "cambricon"}))
-      ->capture_default_str();
-  app.add_flag("--per-channel", o.per_channel, "One weight scale per output channel (default: per layer)");
-  add_qconfig_option(app, o.qconfig_file);
-  app.add_option("--calibrate", o.calibrate,
-                 "Deploy a float checkpoint by post-training calibration on this data set's test split: cifar10 | "
-                 "fashion-mnist | mnist | folder")
-      ->check(CLI::IsMember({"cifar10", "fashion-mnist", "mnist", "folder"}));
+  // The deploy stage's QConfig: the flags qflow-train's --qat takes.
+  const QuantFlagOptions quant = add_quant_flags(app, o, "deploy: ");
+  quant.bits->description(quant.bits->get_description() + "; ONNX at opset 13 takes 8");
+  add_dataset_choice(app, "--calibrate", o.calibrate,
+                     "Deploy a float checkpoint by post-training calibration on this data set's test split: cifar10 | "
+                     "fashion-mnist | mnist | folder");
   app.add_option("--data", o.data, "Data set location for --calibrate (default: the data set's usual place)");
   app.add_option("--calibrate-batches", o.calibrate_batches, "Batches that calibrate the observers")
       ->check(kPositive)

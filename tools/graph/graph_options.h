@@ -6,16 +6,16 @@
 #include <optional>
 #include <string>
 
+#include "common/cli_flags.h"
 #include "qflow/nn/module.h"
 
 namespace qflow::tools {
 
-struct GraphOptions {
+// The shared flags (cli_flags.h): the model's shape, and the QConfig of the qat and deploy
+// stages (it must match --weights from a quantized model).
+struct GraphOptions : ModelShapeFlags, QuantFlags {
   std::string model = "resnet18";
   std::string stage = "float";
-  int64_t num_classes = 10;
-  int64_t in_channels = 3;
-  int64_t image_size = 32;
   /// Batch size of the example input (the shapes drawn on the nodes).
   int64_t batch = 1;
   std::string weights;
@@ -26,12 +26,6 @@ struct GraphOptions {
   bool print = false;
   std::string rankdir = "TB";
   uint64_t seed = 0;
-  // The qat and deploy stages' QConfig (must match --weights from a quantized model).
-  int64_t bits = 8;
-  std::optional<int64_t> activation_bits;  // --activation-bits (unset: bits)
-  std::string scheme = "symmetric";
-  std::string formula = "google";
-  bool per_channel = false;
   // --compare: the numeric debugger (compare.h).
   std::string compare;        // a data set name; empty: draw the graph only
   std::string data;           // its directory (empty: the data set's default)
@@ -39,7 +33,6 @@ struct GraphOptions {
   int64_t calib_batches = 4;    // training batches calibrating a model built from float weights
   std::string float_weights;  // the float reference when --weights is quantized
   int64_t worst = 10;         // rows of the printed table
-  std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags above
 };
 
 void add_graph_options(CLI::App& app, GraphOptions& options);

@@ -6,7 +6,6 @@
 
 #include "compare_run.h"
 #include "graph_options.h"
-#include "common/qconfig_option.h"
 #include "qflow/qflow.h"
 #include "qflow/fx/fx.h"
 #include "render.h"
@@ -41,12 +40,8 @@ int run(const GraphOptions& o) {
     else quant_weights = std::move(weights);
   }
   model->eval();  // the graphs describe inference; fused folds the running statistics
-  const quant::QConfig qconfig{.bits = o.bits, .scheme = quant::parse_scheme(o.scheme),
-                               .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel,
-                               .activation_bits = o.activation_bits};
-  qconfig.validate();
   StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}),
-                       qconfig_mapping(qconfig, o.qconfig_file), std::move(quant_weights));
+                       o.qconfig_mapping(), std::move(quant_weights));
   const bool comparing = !o.compare.empty();
   const std::string out = !o.out.empty() ? o.out
                           : comparing    ? fmt::format("{}_{}_sqnr.dot", o.model, o.stage)

@@ -7,8 +7,10 @@
 #include <algorithm>
 
 #include "common/cli_checks.h"
+#include "common/cli_flags.h"
 #include "common/data_setup.h"
 #include "qflow/qflow.h"
+#include "viz/image_grid.h"
 
 namespace {
 
@@ -26,7 +28,7 @@ struct ShowOptions {
 };
 
 void add_show_options(CLI::App& app, ShowOptions& o) {
-  qflow::tools::add_dataset_options(app, o.dataset, o.data);
+  qflow::tools::add_dataset_flags(app, o.dataset, o.data);
   app.add_flag("--train,!--test", o.train, "Show the training split (--test: the test split)")->capture_default_str();
   app.add_option("--count", o.count, "Images in the grid (at most the split's size)")
       ->check(qflow::tools::kPositive)
@@ -59,7 +61,7 @@ int show(const ShowOptions& o) {
   loader.start_epoch();
   const std::optional<data::Batch> batch = loader.next();
   QFLOW_CHECK(batch.has_value(), "qflow-show-data: the {} split of {} is empty", o.train ? "train" : "test", o.dataset);
-  const Tensor grid = data::make_image_grid(batch->images, batch->labels, dataset->class_names(),
+  const Tensor grid = viz::make_image_grid(batch->images, batch->labels, dataset->class_names(),
                                             {.columns = o.columns, .scale = o.scale, .mean = setup.mean, .std = setup.std});
   data::write_png(o.output, grid);
   fmt::print("qflow-show-data: {} {} images of {} ({} of {}{}{}) -> {} ({}x{} pixels)\n", count, o.train ? "train" : "test",

@@ -8,13 +8,31 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "../common/curve_plot.h"
+#include "viz/curve_plot.h"
 #include "qflow/core/error.h"
 
 namespace qflow::tools {
 
+using viz::Panel;
+using viz::Series;
+
 namespace {
 constexpr const char* kHeader = "epoch,train_loss,train_acc,test_loss,test_acc,lr,images_per_s,seconds";
+constexpr const char* kStepsHeader = "step,epoch,train_loss,train_acc";
+
+std::vector<StepRecord> read_steps(const std::string& path, int64_t keep) {
+  std::vector<StepRecord> out;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    StepRecord r;
+    char comma;
+    std::istringstream s(line);
+    if (s >> r.step >> comma >> r.epoch >> comma >> r.train_loss >> comma >> r.train_acc && r.step <= keep) out.push_back(r);
+  }
+  return out;
+}
 
 std::vector<EpochRecord> read_csv(const std::string& path, int64_t keep) {
   std::vector<EpochRecord> out;
@@ -62,13 +80,17 @@ void replace_file(const std::string& path, const std::string& text) {
   std::filesystem::rename(temp, path);
 }
 
-RunLog::RunLog(std::string dir, bool resume, int64_t epochs_done) : dir_(std::move(dir)) {
+RunLog::RunLog(std::string dir, bool resume, int64_t epochs_done, int64_t steps_done) : dir_(std::move(dir)) {
   std::filesystem::create_directories(dir_);
-  if (resume) records_ = read_csv(dir_ + "/log.csv", epochs_done);
+  if (resume) {
+    records_ = read_csv(dir_ + "/log.csv", epochs_done);
+    steps_ = read_steps(dir_ + "/steps.csv", steps_done);
+  }
   std::filesystem::remove(temporary_for(dir_ + "/curves.png"));  // left by a run killed while plotting
   // Rewrite both files from the kept records: epochs after the checkpoint are dropped, so
   // the logs always describe the run the weights came from.
   write();
+  write_steps();
 }
 
 void RunLog::append(const EpochRecord& r) {
@@ -86,17 +108,34 @@ void RunLog::write() const {
   replace_file(dir_ + "/log.jsonl", jsonl);
 }
 
-void RunLog::plot() const {
-  Series train_loss{"train loss", {}, {31, 119, 180}}, test_loss{"test loss", {}, {255, 127, 14}};
-  Series train_acc{"train acc", {}, {31, 119, 180}}, test_acc{"test acc", {}, {255, 127, 14}};
+void RunLog::write_steps() const {
+  std::string csv = std::string(kStepsHeader) + "\n";
+  for (const auto& r : steps_) csv += fmt::format("{},{},{:.6f},{:.4f}\n", r.step, r.epoch, r.train_loss, r.train_acc);
+  replace_file(dir_ + "/steps.csv", csv);
+}
+
+void RunLog::plot(int64_t steps_per_epoch) const {
+  const unsigned char blue[3] = {31, 119, 180}, orange[3] = {230, 110, 0};
+  auto series = [](const char* name, const unsigned char rgb[3], bool markers) {
+    return Series{.name = name, .x = {}, .y = {}, .rgb = {rgb[0], rgb[1], rgb[2]}, .markers = markers};
+  };
+  Panel loss{"loss", {series("train batch loss", blue, false), series("test loss", orange, true)}};
+  Panel acc{"accuracy %", {series("train batch acc", blue, false), series("test acc", orange, true)}};
+  for (const auto& r : steps_) {
+    loss.series[0].x.push_back(static_cast<double>(r.step));
+    loss.series[0].y.push_back(r.train_loss);
+    acc.series[0].x.push_back(static_cast<double>(r.step));
+    acc.series[0].y.push_back(r.train_acc);
+  }
   for (const auto& r : records_) {
-    train_loss.values.push_back(r.train_loss);
-    test_loss.values.push_back(r.test_loss);
-    train_acc.values.push_back(r.train_acc);
-    test_acc.values.push_back(r.test_acc);
+    const double end = static_cast<double>(r.epoch * steps_per_epoch);
+    loss.series[1].x.push_back(end);
+    loss.series[1].y.push_back(r.test_loss);
+    acc.series[1].x.push_back(end);
+    acc.series[1].y.push_back(r.test_acc);
   }
   const std::string png = dir_ + "/curves.png";
-  write_curves_png(temporary_for(png), {{train_loss, test_loss}, {train_acc, test_acc}});
+  viz::write_curves_png(temporary_for(png), {loss, acc}, "optimizer step");
   std::filesystem::rename(temporary_for(png), png);
 }
 

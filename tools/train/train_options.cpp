@@ -1,14 +1,12 @@
 #include "train_options.h"
 
 #include "../common/cli_checks.h"
-#include "../common/qconfig_option.h"
 
 namespace qflow::tools {
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
-  app.add_option("--model", o.model, "Model from the zoo: resnet18, resnet34, resnet50, mobilenet_v2, alexnet, lenet5")
-      ->capture_default_str();
-  add_dataset_options(app, o.dataset, o.data);
+  add_model_flag(app, o.model);
+  add_dataset_flags(app, o.dataset, o.data);
   app.add_option("--epochs", o.epochs, "Training epochs")->check(kPositive)->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "Batch size")->check(kPositive)->capture_default_str();
   app.add_option("--lr", o.lr, "Initial learning rate")->capture_default_str();
@@ -27,7 +25,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   // like an "off" default: the description says it.
   app.add_flag("--augment,!--no-augment", o.augment, "Random crop + flip on the training set (default: on)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                 "Where last.safetensors, best.safetensors, log.csv, log.jsonl and curves.png go")
+                 "Where last.safetensors, best.safetensors, log.csv, log.jsonl, steps.csv and curves.png go")
       ->capture_default_str();
   app.add_flag("--resume", o.resume, "Continue from CHECKPOINT_DIR/last.safetensors (bit-identical)");
   app.add_option("--checkpoint-every", o.checkpoint_every,
@@ -40,7 +38,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "step, module and op (slow: for debugging; runs the model unfused, as written)");
   app.add_flag("--no-fuse", o.no_fuse,
                "Train the model as written, without fusing its ReLUs (fx::fuse_activations: same results, a few % slower)");
-  app.add_flag("--eval-only", o.eval_only, "Only evaluate (with --weights, or CHECKPOINT_DIR/best.safetensors)");
+  app.add_flag("--eval-only", o.eval_only,
+               "Only evaluate (with --weights, or CHECKPOINT_DIR/best.safetensors); reads the test split alone "
+               "(and the training split for --ptq's calibration)");
+  app.add_option("--predictions", o.predictions,
+                 "Write one CSV row per test image — index,label,predicted,prob_0,...: the class probabilities "
+                 "(softmax) — of the --eval-only evaluation, or of the model after the last epoch");
   app.add_option("--subset", o.subset, "Train on the first N training samples only (quick runs)");
   app.add_option("--test-subset", o.test_subset, "Evaluate on the first N test samples only");
   app.add_option("--weights", o.weights, "Start from a plain state_dict (.safetensors), e.g. exported from PyTorch")
@@ -63,15 +66,7 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::ExistingFile)
       ->excludes("--weights");
   app.add_flag("--ptq", o.ptq, "Also quantize the float model post-training (BN folded, calibrated) and evaluate it");
-  app.add_option("--bits", o.bits, "Quantization bits (2-16)")->check(CLI::Range(2, 16))->capture_default_str();
-  add_activation_bits_option(app, o.activation_bits);
-  app.add_option("--scheme", o.scheme, "Integer grid: symmetric | affine")
-      ->check(CLI::IsMember({"symmetric", "affine"}))
-      ->capture_default_str();
-  app.add_option("--formula", o.formula, "Scale formula: google | cambricon (power of two, symmetric only)")
-      ->check(CLI::IsMember({"google", "cambricon"}))
-      ->capture_default_str();
-  app.add_flag("--per-channel", o.per_channel, "One weight scale per output channel (default: per layer)");
+  add_quant_flags(app, o);
   // --momentum is SGD's, so the observers' momentum has its own name.
   app.add_option("--qat-momentum", o.qat_momentum, "Activation observers' moving-average momentum")
       ->check(CLI::Range(0.0, 0.999999))
@@ -87,7 +82,6 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--calib-batches", o.calib_batches, "Training batches that calibrate the PTQ model")
       ->check(kPositive)
       ->capture_default_str();
-  add_qconfig_option(app, o.qconfig_file);
   app.add_flag("--sensitivity", o.sensitivity,
                "Instead of training: quantize one layer at a time (PTQ with the quantization flags, calibrated on "
                "--calib-batches), the rest float, and rank the layers by the test accuracy each loses (use "
@@ -102,14 +96,12 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
 }
 
-quant::QConfig TrainOptions::qconfig() const {
-  quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
-                    .per_layer = !per_channel, .momentum = qat_momentum, .ste = quant::parse_ste(ste),
-                    .bn_fold = quant::parse_bn_fold(bn_fold), .activation_bits = activation_bits};
-  qc.validate();
-  return qc;
+quant::QConfig TrainOptions::training_qconfig() const {
+  return {.momentum = qat_momentum, .ste = quant::parse_ste(ste), .bn_fold = quant::parse_bn_fold(bn_fold)};
 }
 
-quant::QConfigMapping TrainOptions::qconfig_mapping() const { return tools::qconfig_mapping(qconfig(), qconfig_file); }
+quant::QConfig TrainOptions::qconfig() const { return QuantFlags::qconfig(training_qconfig()); }
+
+quant::QConfigMapping TrainOptions::qconfig_mapping() const { return QuantFlags::qconfig_mapping(training_qconfig()); }
 
 }  // namespace qflow::tools

@@ -8,13 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli_flags.h"
 #include "../common/data_setup.h"
 #include "qflow/quant/qconfig.h"
 #include "qflow/quant/qconfig_mapping.h"
 
 namespace qflow::tools {
 
-struct TrainOptions {
+// The quantization flags every tool shares are the QuantFlags base (cli_flags.h).
+struct TrainOptions : QuantFlags {
   std::string model = "resnet18";
   std::string dataset = "cifar10";  // cifar10 | fashion-mnist | mnist | folder
   std::string data;                 // directory (or CIFAR .tar.gz); empty = the dataset's default
@@ -37,6 +39,7 @@ struct TrainOptions {
   bool detect_anomaly = false;   // nn::DetectAnomaly around every training step
   bool no_fuse = false;          // train the model as written, without fx::fuse_activations
   bool eval_only = false;
+  std::string predictions;  // --predictions FILE.csv: per-image outputs of the final evaluation
   int64_t subset = 0;       // train on the first N samples only (0 = all)
   int64_t test_subset = 0;  // evaluate on the first N test samples only (0 = all)
   std::string weights;      // start from a plain state_dict (.safetensors)
@@ -50,16 +53,10 @@ struct TrainOptions {
   bool qat = false;          // train the quantization aware model (quant::quantization_aware_training)
   std::string qat_from;      // fine-tune this float checkpoint with QAT (implies qat)
   bool ptq = false;          // also quantize the float model post-training (calibrate + deploy)
-  int64_t bits = 8;
-  std::optional<int64_t> activation_bits;  // --activation-bits (unset: bits)
-  std::string scheme = "symmetric";  // symmetric | affine
-  std::string formula = "google";    // google | cambricon
-  bool per_channel = false;
   double qat_momentum = 0.95;        // activation observers' moving average
   std::string ste = "pure";          // pure | clipped
   std::string bn_fold = "running";   // running | batch (QConvBN in training)
   int64_t calib_batches = 16;        // PTQ calibration batches from the training set
-  std::string qconfig_file;          // --qconfig: a QConfig mapping over the flags (qconfig_option.h)
   // Sensitivity analysis instead of training (Note [qflow-train --sensitivity] in sensitivity_run.cpp).
   bool sensitivity = false;              // rank the layers, each quantized alone (PTQ)
   std::optional<double> mixed_precision;  // the accuracy drop allowed: choose layers for --high-bits
@@ -68,14 +65,19 @@ struct TrainOptions {
   /// --sensitivity or --mixed-precision.
   bool analyses_sensitivity() const { return sensitivity || mixed_precision.has_value(); }
 
-  /// The QConfig the quantization flags describe.
+  /// The QConfig the quantization flags describe (the shared ones and the training ones).
   quant::QConfig qconfig() const;
   /// The per-layer mapping of the flags and --qconfig (qconfig() everywhere without a file).
   quant::QConfigMapping qconfig_mapping() const;
 
-  /// The data part of the options.
+  /// The fields of the QConfig only training sets (--qat-momentum, --ste, --bn-fold).
+  quant::QConfig training_qconfig() const;
+
+  /// The data part of the options. --eval-only reads the training split only for --ptq, whose
+  /// calibration batches come from it.
   DataOptions data_options() const {
-    return {.dataset = dataset, .data = data, .augment = augment, .subset = subset, .test_subset = test_subset};
+    return {.dataset = dataset, .data = data, .augment = augment, .subset = subset, .test_subset = test_subset,
+            .load_train = !eval_only || ptq};
   }
 };
 

@@ -59,7 +59,8 @@ void check_finite_weights(const nn::Module& model, double loss, const std::strin
 
 }  // namespace
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group) {
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group,
+                    PredictionRecorder* predictions) {
   NoGradGuard no_grad;
   model.eval();
   EvalResult r;
@@ -70,6 +71,7 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::Pr
     loss_sum += cross_entropy(logits, b.labels, Tensor(), Reduction::Sum).item<double>();
     correct += count_correct(logits, b.labels);
     r.samples += b.size();
+    if (predictions != nullptr) predictions->record(logits, b.labels);
   }
   model.train();
   if (group != nullptr) {  // each rank evaluated its shard
@@ -118,18 +120,20 @@ int default_threads() {
 void Trainer::build() {
   set_num_threads(o_.threads > 0 ? o_.threads : default_threads());
   manual_seed(o_.seed);
-  data_ = make_data(o_.data_options());
-  model_ = models::create(o_.model, {.num_classes = data_.train->num_classes(), .in_channels = data_.channels,
+  if (!o_.predictions.empty()) check_predictions_path(o_.predictions);
+  data_ = make_data(o_.data_options());  // --eval-only: the test split alone, unless --ptq calibrates
+  model_ = models::create(o_.model, {.num_classes = data_.num_classes(), .in_channels = data_.channels,
                                      .image_size = data_.image_size});
   // QConvBN folds its BatchNorm into the convolution; PTQ folds it for good.
   QFLOW_CHECK(!o_.sync_bn || (!o_.qat && !o_.ptq),
               "qflow-train: --sync-bn applies to float training; --qat and --ptq fold the BatchNorms into the convolutions");
   // With --eval-only --qat the weights are the QAT model's (loaded in evaluate_only).
   if (!o_.weights.empty() && !(o_.eval_only && o_.qat)) load_float_weights(*model_, o_.weights);
-  train_loader_ = std::make_unique<data::DataLoader>(
-      data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
-                                           .num_workers = o_.workers, .sampler = distributed::sampler_for(world_),
-                                           .transform = data_.train_transform});
+  if (data_.train)
+    train_loader_ = std::make_unique<data::DataLoader>(
+        data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
+                                             .num_workers = o_.workers, .sampler = distributed::sampler_for(world_),
+                                             .transform = data_.train_transform});
   test_loader_ = std::make_unique<data::DataLoader>(
       data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers,
                                           .sampler = distributed::sampler_for(world_, /*pad=*/false),
@@ -165,9 +169,10 @@ void Trainer::build() {
   scheduler_ = std::make_shared<nn::optim::ChainedScheduler>(*optimizer_, parts);
   int64_t params = 0;
   for (const Tensor& p : model_->parameters()) params += p.numel();
-  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} train / {} test images, {} classes, {} threads\n", o_.model,
-             static_cast<double>(params) / 1e6, o_.dataset, data_.train->size(), data_.test->size(),
-             data_.train->num_classes(), num_threads());
+  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} {} test images, {} classes, {} threads\n", o_.model,
+             static_cast<double>(params) / 1e6, o_.dataset,
+             data_.train ? fmt::format("{} train /", data_.train->size()) : std::string("no training images read,"),
+             data_.test->size(), data_.num_classes(), num_threads());
   if (world_.size() > 1)
     fmt::print("qflow-train: data-parallel on {} processes ({} threads each): global batch {} = {} × --batch-size {}; "
                "rank 0 prints and writes files\n", world_.size(), num_threads(), global_batch(), world_.size(),
@@ -185,6 +190,15 @@ int64_t Trainer::resume_step(int64_t step, int64_t saved_global_batch) const {
   return images / global_batch();
 }
 
+void Trainer::record_step(int64_t epoch, int64_t step, double loss, int64_t correct, int64_t images) {
+  Tensor sums = from_vector<double>({loss * static_cast<double>(images), static_cast<double>(correct),
+                                     static_cast<double>(images)}, {3});
+  if (world_.size() > 1) world_.all_reduce(sums, distributed::ReduceOp::Sum, "step loss and accuracy");
+  if (!log_) return;
+  const std::vector<double> s = to_vector<double>(sums);
+  log_->append_step({.step = step, .epoch = epoch + 1, .train_loss = s[0] / s[2], .train_acc = 100.0 * s[1] / s[2]});
+}
+
 bool Trainer::stop_agreed() {
   const bool mine = stop_requested().load();
   if (world_.size() == 1) return mine;
@@ -196,10 +210,18 @@ int Trainer::evaluate_only() {
   QFLOW_CHECK(std::filesystem::exists(weights), "qflow-train: --eval-only needs --weights FILE or {}", weights);
   if (o_.qat) model_->load_state_dict(nn::load(weights));
   else load_float_weights(*model_, weights);
-  const EvalResult r = evaluate(*model_, *test_loader_, &world_);
+  const EvalResult r = evaluate_test(/*final=*/true);
   fmt::print("eval {}: test loss {:.4f}  accuracy {:.2f}% ({} images)\n", weights, r.loss, r.accuracy, r.samples);
   if (writes_files()) report_quant(r);
   return 0;
+}
+
+EvalResult Trainer::evaluate_test(bool final) {
+  if (!final || o_.predictions.empty()) return evaluate(*model_, *test_loader_, &world_);
+  PredictionRecorder predictions(*test_loader_, data_.num_classes());
+  const EvalResult r = evaluate(*model_, *test_loader_, &world_, &predictions);
+  predictions.write_csv(o_.predictions, world_);
+  return r;
 }
 
 void Trainer::save_last(int64_t epoch, int64_t step) const {
@@ -216,6 +238,7 @@ void Trainer::save_last_unchecked(int64_t epoch, int64_t step) const {
   const double loss_sum = world_.sum(loss_sum_, "epoch loss sum");
   const int64_t correct = world_.sum(correct_, "epoch correct count"), seen = world_.sum(seen_, "epoch image count");
   if (!writes_files()) return;
+  if (log_) log_->write_steps();  // the logs first: they never describe steps the checkpoint lacks
   nn::save_training_checkpoint(file_in(o_.checkpoint_dir, "last.safetensors"), *model_, *optimizer_, scheduler_.get(),
                                {.epoch = epoch, .step = step},
                                {{"model", o_.model}, {"dataset", o_.dataset}, {"quant", quant_tag()},
@@ -266,9 +289,11 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
       bar.finish(fields());
       QFLOW_FAIL("step {} (epoch {}, batch {} of {}): {}", global_step, epoch + 1, step + 1, batches, e.message());
     }
+    const int64_t correct = count_correct(logits.detach(), b.labels);
     loss_sum_ += loss_value * static_cast<double>(b.size());
-    correct_ += count_correct(logits.detach(), b.labels);
+    correct_ += correct;
     seen_ += b.size();
+    record_step(epoch, global_step, loss_value, correct, b.size());
     ++step;
     bar.update(1, b.size() * world_.size(), fields());  // images of the global batch
     if (o_.checkpoint_every > 0 && global_step % o_.checkpoint_every == 0) save_last(epoch, step);
@@ -336,8 +361,7 @@ int Trainer::run() {
                                  saved_world, saved_global, world_.size(), global_batch()));
     std::fflush(stdout);  // visible at once in a log file, even if this run is killed soon
   }
-  std::optional<RunLog> log;
-  if (writes_files()) log.emplace(o_.checkpoint_dir, o_.resume, start_epoch);
+  if (writes_files()) log_.emplace(o_.checkpoint_dir, o_.resume, start_epoch, start_epoch * train_loader_->size() + start_step);
   std::optional<EvalResult> last_test;
   for (int64_t epoch = start_epoch; epoch < o_.epochs; ++epoch) {
     const double lr = optimizer_->lr(0);
@@ -346,7 +370,7 @@ int Trainer::run() {
     if (!train_epoch(epoch, epoch == start_epoch ? start_step : 0)) return 130;
     const double seconds = timer.elapsed_seconds();
     ddp_->broadcast_buffers();  // every rank evaluates rank 0's model
-    const EvalResult test = evaluate(*model_, *test_loader_, &world_);
+    const EvalResult test = evaluate_test(/*final=*/epoch + 1 == o_.epochs);
     last_test = test;
     // Over all ranks (rank 0 alone carries a resumed epoch's earlier sums).
     const double loss_sum = world_.sum(loss_sum_, "epoch loss sum");
@@ -373,9 +397,9 @@ int Trainer::run() {
     }
     // The logs first, the checkpoint last: a run killed in between resumes from the previous
     // checkpoint and RunLog drops the records after it, so logs and weights always agree.
-    if (log) {
-      log->append(rec);
-      log->plot();
+    if (log_) {
+      log_->append(rec);
+      log_->plot(train_loader_->size());
     }
     save_last(epoch + 1, 0);
     fmt::print("epoch {}/{}: train loss {:.4f} acc {:.2f}% | test loss {:.4f} acc {:.2f}%{} | lr {:.4g} | {:.0f} img/s\n",
@@ -386,7 +410,7 @@ int Trainer::run() {
       return 0;
     }
   }
-  fmt::print("qflow-train: best test accuracy {:.2f}%; checkpoints, log.csv, log.jsonl and curves.png in {}\n", best_acc_,
+  fmt::print("qflow-train: best test accuracy {:.2f}%; checkpoints, log.csv, log.jsonl, steps.csv and curves.png in {}\n", best_acc_,
              o_.checkpoint_dir);
   if (writes_files()) report_quant(last_test);
   return 0;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "../common/data_setup.h"
+#include "predictions.h"
 #include "qflow/qflow.h"
 #include "run_log.h"
 #include "train_options.h"
@@ -22,14 +23,17 @@ struct EvalResult {
 
 /// Mean cross-entropy and top-1 accuracy of `model` (in eval mode) over `loader`; with a
 /// `group`, summed over its ranks, each of which evaluates its shard (every rank must call).
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group = nullptr);
+/// With `predictions`, also records every image's output there.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group = nullptr,
+                    PredictionRecorder* predictions = nullptr);
 
 // Note [qflow-train under mpirun]
 // `mpirun -np N qflow-train ...` trains data-parallel: every process builds the same model
 // (same seed; DistributedDataParallel also broadcasts rank 0's weights), loads its shard of
 // each epoch (Note [Sharded epochs]) with --batch-size images per step, and averages
 // gradients (Note [Gradient buckets]); the global batch is N × --batch-size. Rank 0 alone
-// prints, writes the checkpoints, logs and curves and, after training, builds and reports the
+// prints, writes the checkpoints, logs and curves (and --predictions, gathered from every
+// rank's shard: Note [Gathered predictions]) and, after training, builds and reports the
 // deploy/PTQ models; the others print nothing and wait for it at exit. What rank 0 saves is
 // what every rank holds: the parameters are bitwise identical everywhere, the buffers are
 // broadcast from rank 0 before every step and before evaluation, and the epoch's loss and
@@ -70,6 +74,8 @@ class Trainer {
   /// The float model's test accuracy (%): recorded in `weights` for these test images, else
   /// measured; printed either way.
   double float_accuracy(const std::string& weights);
+  /// evaluate() over the test set, writing --predictions when `final` and the flag is given.
+  EvalResult evaluate_test(bool final);
   /// Trains epoch `epoch` from batch `skip`; returns false when stopped by Ctrl-C.
   bool train_epoch(int64_t epoch, int64_t skip);
   /// Saves last.safetensors; a failure (full disk) throws naming the step, the file, the
@@ -84,6 +90,8 @@ class Trainer {
   int64_t resume_step(int64_t step, int64_t saved_global_batch) const;
   /// True on every rank when any rank saw Ctrl-C (collective under mpirun).
   bool stop_agreed();
+  /// Logs step `step`'s batch loss and accuracy over the global batch (collective under mpirun).
+  void record_step(int64_t epoch, int64_t step, double loss, int64_t correct, int64_t images);
 
   TrainOptions o_;
   distributed::ProcessGroup& world_ = distributed::ProcessGroup::world();
@@ -111,6 +119,7 @@ class Trainer {
   // the same figures as an uninterrupted one).
   double loss_sum_ = 0, best_acc_ = 0;
   int64_t correct_ = 0, seen_ = 0;
+  std::optional<RunLog> log_;  // rank 0's logs and curves
 };
 
 }  // namespace qflow::tools

@@ -7,7 +7,6 @@
 #include "qflow/data/dataset.h"
 #include "qflow/data/idx.h"
 #include "qflow/data/image_folder.h"
-#include "qflow/data/image_grid.h"
 #include "qflow/data/mnist.h"
 #include "qflow/data/png.h"
 #include "qflow/data/sample_rng.h"

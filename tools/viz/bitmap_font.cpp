@@ -1,8 +1,8 @@
-#include "qflow/data/bitmap_font.h"
+#include "viz/bitmap_font.h"
 
 #include <array>
 
-namespace qflow::data {
+namespace qflow::viz {
 
 namespace {
 
@@ -60,6 +60,7 @@ constexpr Glyph kGlyphs[] = {
     {'\'', {0b00100, 0b00100, 0b01000, 0b00000, 0b00000, 0b00000, 0b00000}},
     {'(', {0b00010, 0b00100, 0b01000, 0b01000, 0b01000, 0b00100, 0b00010}},
     {')', {0b01000, 0b00100, 0b00010, 0b00010, 0b00010, 0b00100, 0b01000}},
+    {'%', {0b11000, 0b11001, 0b00010, 0b00100, 0b01000, 0b10011, 0b00011}},
     {'?', {0b01110, 0b10001, 0b00001, 0b00010, 0b00100, 0b00000, 0b00100}},
 };
 
@@ -86,4 +87,4 @@ const uint8_t* glyph(char c) {
   return table.by_char[u < 128 ? u : static_cast<unsigned char>('?')];
 }
 
-}  // namespace qflow::data
+}  // namespace qflow::viz

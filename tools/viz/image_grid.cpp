@@ -1,5 +1,5 @@
 // Image grids with colour bands and bitmap-font labels.
-#include "qflow/data/image_grid.h"
+#include "viz/image_grid.h"
 
 #include <algorithm>
 #include <array>
@@ -8,11 +8,10 @@
 
 #include "qflow/core/error.h"
 #include "qflow/core/factory.h"
-#include "qflow/data/bitmap_font.h"
 #include "qflow/data/png.h"
-#include "tensor_alloc.h"
+#include "viz/bitmap_font.h"
 
-namespace qflow::data {
+namespace qflow::viz {
 
 namespace {
 
@@ -36,7 +35,7 @@ Rgb text_color(Rgb bg) {
 // A (3, H, W) uint8 canvas with clipped drawing.
 class Canvas {
  public:
-  Canvas(int64_t h, int64_t w) : t_(detail::new_tensor({3, h, w}, DType::UInt8)), h_(h), w_(w) {
+  Canvas(int64_t h, int64_t w) : t_(empty({3, h, w}, DType::UInt8)), h_(h), w_(w) {
     p_ = t_.data_ptr<uint8_t>();
     fill(0, 0, w, h, kBackground);
   }
@@ -164,7 +163,7 @@ Tensor make_image_grid(const Tensor& images, const Tensor& labels, const std::ve
 
 void write_image_grid(const std::string& path, const Tensor& images, const Tensor& labels,
                       const std::vector<std::string>& class_names, const ImageGridOptions& options) {
-  write_png(path, make_image_grid(images, labels, class_names, options));
+  data::write_png(path, make_image_grid(images, labels, class_names, options));
 }
 
 void write_image_grid(const std::string& path, const Tensor& images, const Tensor& labels,
@@ -174,4 +173,4 @@ void write_image_grid(const std::string& path, const Tensor& images, const Tenso
   write_image_grid(path, images, labels, class_names, options);
 }
 
-}  // namespace qflow::data
+}  // namespace qflow::viz

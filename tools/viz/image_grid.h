@@ -1,11 +1,12 @@
 #pragma once
-// A batch of images composed into one labelled picture, for looking at the data.
+// A batch of images composed into one labelled picture, for looking at the data
+// (qflow-show-data).
 #include <string>
 #include <vector>
 
 #include "qflow/core/tensor.h"
 
-namespace qflow::data {
+namespace qflow::viz {
 
 struct ImageGridOptions {
   /// Images per row.
@@ -35,4 +36,4 @@ void write_image_grid(const std::string& path, const Tensor& images, const Tenso
 void write_image_grid(const std::string& path, const Tensor& images, const Tensor& labels,
                       const std::vector<std::string>& class_names, int64_t columns);
 
-}  // namespace qflow::data
+}  // namespace qflow::viz

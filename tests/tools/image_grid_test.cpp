@@ -1,9 +1,11 @@
 // Image grids: layout, label bands and the bitmap font, written as PNG.
-#include "test_files.h"
+#include "data/test_files.h"
+#include "viz/image_grid.h"
 
 using namespace qflow;
 using namespace qflow::data;
 using namespace qflow::data::testing;
+using namespace qflow::viz;
 using ::testing::HasSubstr;
 
 namespace {

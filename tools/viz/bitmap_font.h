@@ -1,11 +1,11 @@
 #pragma once
 // A built-in 5x7 bitmap font (digits, upper-case letters, a little punctuation) for labels
-// in image grids and the tools' plots: qflow has no font dependency, and labels only need to
-// be legible.
+// in image grids and the tools' plots: the tools need no font dependency, and labels only need
+// to be legible.
 #include <cstdint>
 #include <string_view>
 
-namespace qflow::data {
+namespace qflow::viz {
 
 inline constexpr int kGlyphWidth = 5;
 inline constexpr int kGlyphHeight = 7;
@@ -33,4 +33,4 @@ void draw_text(std::string_view text, int x, int y, SetPixel&& set) {
   }
 }
 
-}  // namespace qflow::data
+}  // namespace qflow::viz
