@@ -46,7 +46,7 @@ TensorList batch_norm_relu_rule(const BackwardContext& ctx, const TensorList& g)
   return ctx.gradients({{"input", gx}, {"weight", gw}, {"bias", gb}});
 }
 
-const SaveInputs kSaveStatistics = save_inputs({"input", "weight", "running_mean", "running_var"});
+constexpr SaveInputs kSaveStatistics = save_inputs({"input", "weight", "running_mean", "running_var"});
 
 }  // namespace
 

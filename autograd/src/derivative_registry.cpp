@@ -53,7 +53,8 @@ void RuleSignature::resolve(const OpSchema& schema, const SaveInputs& save) {
     if (spec.type == ArgType::TensorList) after_list = true;
     slots.push_back(s);
   }
-  for (std::string_view name : save.names) {
+  for (size_t k = 0; k < save.count; ++k) {
+    const std::string_view name = save.names[k];
     auto it = std::find_if(slots.begin(), slots.end(), [&](const ArgSlot& s) { return s.name == name; });
     QFLOW_CHECK(it != slots.end() && is_tensor_type(it->type),
                 "derivative of '{}': save_inputs names '{}', which is not a tensor argument of {} (arguments: {})",

@@ -35,10 +35,12 @@
 // results, random draws) — they run under autograd and their outputs have no history — and
 // no_derivative() for ops that have none in qflow (the backward ops: no double backward),
 // which autograd refuses with the declared reason.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -52,16 +54,23 @@ namespace qflow::autograd {
 
 struct SavedTensor;
 
-/// The tensors a rule keeps for backward: all of them, or the named tensor arguments.
+/// The tensors a rule keeps for backward: all of them, or the named tensor arguments. A
+/// literal type, so that kSaveAll and friends are constants: rules are registered from static
+/// initialisers of other files, which must not see them unconstructed.
 struct SaveInputs {
+  static constexpr size_t kMaxNames = 8;
   bool all = false;
-  std::vector<std::string_view> names{};
+  std::array<std::string_view, kMaxNames> names{};
+  size_t count = 0;
 };
-inline const SaveInputs kSaveNone{.all = false, .names = {}};
-inline const SaveInputs kSaveAll{.all = true, .names = {}};
+inline constexpr SaveInputs kSaveNone{};
+inline constexpr SaveInputs kSaveAll{.all = true};
 /// The named tensor (or Tensor[]) arguments: `save_inputs({"input", "weight"})`.
-inline SaveInputs save_inputs(std::initializer_list<std::string_view> names) {
-  return SaveInputs{.all = false, .names = names};
+constexpr SaveInputs save_inputs(std::initializer_list<std::string_view> names) {
+  if (names.size() > SaveInputs::kMaxNames) throw std::length_error("save_inputs: more names than SaveInputs holds");
+  SaveInputs s;
+  for (std::string_view n : names) s.names[s.count++] = n;
+  return s;
 }
 
 /// The reason every backward op (conv2d_backward, softmax_backward, ...) gives in no_derivative.
