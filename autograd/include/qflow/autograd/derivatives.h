@@ -26,15 +26,20 @@
 // arguments expanded; a None given for a "Tensor?" argument keeps its slot as an undefined
 // input (needs_grad false, has_input false), so numbering follows the schema whatever the
 // caller passed. A rule returns one gradient per flat input (undefined = none), built by
-// name with ctx.gradients(); the engine sums gradients that were broadcast back down to the
+// name with ctx.gradients() (an op with a single tensor argument may return just `{grad}`;
+// cat and stack, whose only tensor argument is a Tensor[], return one per tensor of the
+// list, read with list_size / input_sizes(name, k) / needs_grad(name, k)); the engine sums gradients that were broadcast back down to the
 // input's shape, so element-wise rules may return broadcast-shaped gradients. Backward
 // formulas run with grad mode off.
 //
 // Every registered op has a rule or a declaration (the op-coverage test checks it):
 // non_differentiable() for ops whose outputs never carry a gradient (integer and boolean
 // results, random draws) — they run under autograd and their outputs have no history — and
-// no_derivative() for ops that have none in qflow (the backward ops: no double backward),
-// which autograd refuses with the declared reason.
+// no_derivative() for ops that have none in qflow (the backward ops: no double backward;
+// the integer kernels of deployed layers), which autograd refuses with the declared reason.
+// Two kinds need neither: ops without a tensor argument (factories; autograd never records
+// them) and in-place ops, differentiated through their out-of-place twin (inplace_twin,
+// Note [In-place ops under autograd]) unless they are declared themselves.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -141,8 +146,6 @@ class BackwardContext {
   /// One gradient per flat input, from gradients of tensor arguments given by name (the
   /// others undefined): what a rule returns.
   TensorList gradients(std::initializer_list<std::pair<std::string_view, Tensor>> by_name) const;
-  /// Number of flat inputs.
-  size_t num_inputs() const { return input_meta_.size(); }
 
  private:
   friend class OpBackward;
