@@ -7,17 +7,17 @@ namespace qflow::autograd {
 namespace {
 
 TensorList hardtanh_rule(const BackwardContext& ctx, const TensorList& g) {
-  return {hardtanh_backward(g[0], ctx.input(0), ctx.arg(1).to_double(), ctx.arg(2).to_double())};
+  return {hardtanh_backward(g[0], ctx.input("self"), ctx.arg("min_val").to_double(), ctx.arg("max_val").to_double())};
 }
 // relu6 is hardtanh(0, 6), gradient included.
 TensorList relu6_rule(const BackwardContext& ctx, const TensorList& g) {
-  return {hardtanh_backward(g[0], ctx.input(0), 0.0, 6.0)};
+  return {hardtanh_backward(g[0], ctx.input("self"), 0.0, 6.0)};
 }
 TensorList hardswish_rule(const BackwardContext& ctx, const TensorList& g) {
-  return {hardswish_backward(g[0], ctx.input(0))};
+  return {hardswish_backward(g[0], ctx.input("self"))};
 }
 TensorList leaky_relu_rule(const BackwardContext& ctx, const TensorList& g) {
-  return {leaky_relu_backward(g[0], ctx.input(0), ctx.arg(1).to_double())};
+  return {leaky_relu_backward(g[0], ctx.input("self"), ctx.arg("negative_slope").to_double())};
 }
 
 }  // namespace
@@ -27,6 +27,8 @@ QFLOW_REGISTER_DERIVATIVES(activation) {
   registry.def("relu6", {.node_name = "HardtanhBackward", .save_inputs = kSaveAll, .backward = relu6_rule});
   registry.def("hardswish", {.node_name = "HardswishBackward", .save_inputs = kSaveAll, .backward = hardswish_rule});
   registry.def("leaky_relu", {.node_name = "LeakyReluBackward", .save_inputs = kSaveAll, .backward = leaky_relu_rule});
+  registry.no_derivative({"hardtanh_backward", "hardswish_backward", "leaky_relu_backward", "threshold_backward"},
+                         kNoDoubleBackward);
 }
 
 }  // namespace qflow::autograd

@@ -21,9 +21,9 @@ TensorList relu_backward(const BackwardContext& ctx, const TensorList& g) {
 
 // Gradient passes where min <= x <= max, bounds included (PyTorch's convention).
 TensorList clamp_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
-  const std::optional<Scalar> lo = ctx.arg(1).optional_scalar();
-  const std::optional<Scalar> hi = ctx.arg(2).optional_scalar();
+  const Tensor& x = ctx.input("self");
+  const std::optional<Scalar> lo = ctx.arg("min").optional_scalar();
+  const std::optional<Scalar> hi = ctx.arg("max").optional_scalar();
   Tensor grad = g[0];
   if (lo) grad = masked(ge(x, *lo), grad);
   if (hi) grad = masked(le(x, *hi), grad);

@@ -7,20 +7,21 @@
 namespace qflow::autograd {
 namespace {
 
-// Flat inputs: 0 = condition (bool, never differentiable), 1 = self, 2 = other.
+// The condition is a bool mask: it gets no gradient.
 TensorList where_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& cond = ctx.input(0);
+  const Tensor& cond = ctx.input("condition");
   const Tensor zero = scalar_tensor(0, g[0].dtype());
-  return {Tensor(), ctx.needs_grad(1) ? where(cond, g[0], zero) : Tensor(),
-          ctx.needs_grad(2) ? where(cond, zero, g[0]) : Tensor()};
+  return ctx.gradients({{"self", ctx.needs_grad("self") ? where(cond, g[0], zero) : Tensor()},
+                        {"other", ctx.needs_grad("other") ? where(cond, zero, g[0]) : Tensor()}});
 }
 
 }  // namespace
 
 QFLOW_REGISTER_DERIVATIVES(compare) {
   registry.non_differentiable({"eq", "ne", "lt", "le", "gt", "ge", "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar",
-                               "gt.Scalar", "ge.Scalar"});
-  registry.def("where", {.node_name = "WhereBackward", .save_inputs = save_inputs({0}), .backward = where_backward});
+                               "gt.Scalar", "ge.Scalar"},
+                              "boolean outputs");
+  registry.def("where", {.node_name = "WhereBackward", .save_inputs = save_inputs({"condition"}), .backward = where_backward});
 }
 
 }  // namespace qflow::autograd

@@ -7,13 +7,13 @@
 namespace qflow::autograd {
 namespace {
 
-// Flat inputs: input, weight, bias (an undefined slot when None, so needs_grad(2) is false).
-// Arguments: input, weight, bias, stride, padding, dilation, groups.
+// A bias given as None has an undefined slot, so needs_grad("bias") is false.
 TensorList conv2d_backward_of(const BackwardContext& ctx, const Tensor& g) {
-  auto [gi, gw, gb] = conv2d_backward(g, ctx.input(0), ctx.input(1), ctx.arg(3).int_list(), ctx.arg(4).int_list(),
-                                      ctx.arg(5).int_list(), ctx.arg(6).to_int(), ctx.needs_grad(0), ctx.needs_grad(1),
-                                      ctx.needs_grad(2));
-  return {gi, gw, gb};
+  auto [gi, gw, gb] = conv2d_backward(g, ctx.input("input"), ctx.input("weight"), ctx.arg("stride").int_list(),
+                                      ctx.arg("padding").int_list(), ctx.arg("dilation").int_list(),
+                                      ctx.arg("groups").to_int(), ctx.needs_grad("input"), ctx.needs_grad("weight"),
+                                      ctx.needs_grad("bias"));
+  return ctx.gradients({{"input", gi}, {"weight", gw}, {"bias", gb}});
 }
 
 TensorList conv2d_backward_rule(const BackwardContext& ctx, const TensorList& g) { return conv2d_backward_of(ctx, g[0]); }
@@ -26,10 +26,14 @@ TensorList conv2d_relu_backward_rule(const BackwardContext& ctx, const TensorLis
 }  // namespace
 
 QFLOW_REGISTER_DERIVATIVES(conv) {
-  registry.def("conv2d", {.node_name = "ConvolutionBackward", .save_inputs = save_inputs({0, 1}),
+  registry.def("conv2d", {.node_name = "ConvolutionBackward", .save_inputs = save_inputs({"input", "weight"}),
                           .backward = conv2d_backward_rule});
-  registry.def("conv2d_relu", {.node_name = "ConvolutionReluBackward", .save_inputs = save_inputs({0, 1}),
+  registry.def("conv2d_relu", {.node_name = "ConvolutionReluBackward", .save_inputs = save_inputs({"input", "weight"}),
                                .save_outputs = true, .backward = conv2d_relu_backward_rule});
+  registry.no_derivative({"conv2d_backward"}, kNoDoubleBackward);
+  registry.no_derivative({"quantized_conv2d", "quantized_conv2d_add_"},
+                         "an integer inference kernel of deployed models; quantization-aware training differentiates "
+                         "fake_quantize instead");
 }
 
 }  // namespace qflow::autograd

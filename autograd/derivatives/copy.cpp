@@ -9,7 +9,7 @@ namespace qflow::autograd {
 namespace {
 
 TensorList identity_backward(const BackwardContext&, const TensorList& g) { return {g[0]}; }
-TensorList to_backward(const BackwardContext& ctx, const TensorList& g) { return {g[0].to(ctx.input_dtype(0))}; }
+TensorList to_backward(const BackwardContext& ctx, const TensorList& g) { return {g[0].to(ctx.input_dtype("self"))}; }
 
 }  // namespace
 
@@ -17,7 +17,8 @@ QFLOW_REGISTER_DERIVATIVES(copy) {
   registry.def("to", {.node_name = "ToCopyBackward", .backward = to_backward});
   registry.def("clone", {.node_name = "CloneBackward", .backward = identity_backward});
   registry.def("contiguous", {.node_name = "ContiguousBackward", .backward = identity_backward});
-  registry.non_differentiable({"detach", "item"});
+  registry.non_differentiable({"detach"}, "its output is cut from the graph by definition");
+  registry.non_differentiable({"item"}, "returns a Scalar, not a tensor");
 }
 
 }  // namespace qflow::autograd

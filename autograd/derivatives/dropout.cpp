@@ -6,11 +6,11 @@
 namespace qflow::autograd {
 namespace {
 
-// Arguments: input, p (1), train (2). Output 1 is the bool mask (it carries no gradient).
+// Output 1 is the bool mask (it carries no gradient).
 TensorList native_dropout_rule(const BackwardContext& ctx, const TensorList& g) {
   if (!g[0].defined()) return {Tensor()};
-  const double p = ctx.arg(1).to_double();
-  if (!ctx.arg(2).to_bool() || p == 0.0) return {g[0]};  // the identity
+  const double p = ctx.arg("p").to_double();
+  if (!ctx.arg("train").to_bool() || p == 0.0) return {g[0]};  // the identity
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   return {native_dropout_backward(g[0], ctx.output(1), scale)};
 }
@@ -20,6 +20,7 @@ TensorList native_dropout_rule(const BackwardContext& ctx, const TensorList& g) 
 QFLOW_REGISTER_DERIVATIVES(dropout) {
   registry.def("native_dropout", {.node_name = "NativeDropoutBackward", .save_outputs = true,
                                   .backward = native_dropout_rule});
+  registry.no_derivative({"native_dropout_backward"}, kNoDoubleBackward);
 }
 
 }  // namespace qflow::autograd

@@ -17,21 +17,23 @@ SymIntList sym(const std::vector<int64_t>& v) { return SymIntList(v.begin(), v.e
 
 // d(a @ b)/da = g @ b^T, d(a @ b)/db = a^T @ g — the transposes are views BLAS reads in place.
 TensorList mm_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {ctx.needs_grad(0) ? mm(g[0], ctx.input(1).t()) : Tensor(), ctx.needs_grad(1) ? mm(ctx.input(0).t(), g[0]) : Tensor()};
+  return ctx.gradients({{"self", ctx.needs_grad("self") ? mm(g[0], ctx.input("mat2").t()) : Tensor()},
+                        {"mat2", ctx.needs_grad("mat2") ? mm(ctx.input("self").t(), g[0]) : Tensor()}});
 }
 
 TensorList bmm_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {ctx.needs_grad(0) ? bmm(g[0], mT(ctx.input(1))) : Tensor(), ctx.needs_grad(1) ? bmm(mT(ctx.input(0)), g[0]) : Tensor()};
+  return ctx.gradients({{"self", ctx.needs_grad("self") ? bmm(g[0], mT(ctx.input("mat2"))) : Tensor()},
+                        {"mat2", ctx.needs_grad("mat2") ? bmm(mT(ctx.input("self")), g[0]) : Tensor()}});
 }
 
 // out = beta * self + alpha * mat1 @ mat2 (the engine sums self's gradient to its shape).
 TensorList addmm_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Scalar beta = ctx.arg(3).scalar(), alpha = ctx.arg(4).scalar();
+  const Scalar beta = ctx.arg("beta").scalar(), alpha = ctx.arg("alpha").scalar();
   auto scaled = [](const Tensor& t, const Scalar& s) { return s.to_double() == 1 ? t : mul(t, s); };
-  Tensor gs = ctx.needs_grad(0) ? scaled(g[0], beta) : Tensor();
-  Tensor g1 = ctx.needs_grad(1) ? scaled(mm(g[0], ctx.input(2).t()), alpha) : Tensor();
-  Tensor g2 = ctx.needs_grad(2) ? scaled(mm(ctx.input(1).t(), g[0]), alpha) : Tensor();
-  return {gs, g1, g2};
+  Tensor gs = ctx.needs_grad("self") ? scaled(g[0], beta) : Tensor();
+  Tensor g1 = ctx.needs_grad("mat1") ? scaled(mm(g[0], ctx.input("mat2").t()), alpha) : Tensor();
+  Tensor g2 = ctx.needs_grad("mat2") ? scaled(mm(ctx.input("mat1").t(), g[0]), alpha) : Tensor();
+  return ctx.gradients({{"self", gs}, {"mat1", g1}, {"mat2", g2}});
 }
 
 // Sums `g` (broadcast batch dims) down to the lifted operand's shape, then drops the lift.
@@ -41,10 +43,11 @@ Tensor reduce_to(const Tensor& g, const Tensor& lifted, const std::vector<int64_
 }
 
 TensorList matmul_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
+  const Tensor& a = ctx.input("self");
+  const Tensor& b = ctx.input("other");
   if (a.dim() == 1 && b.dim() == 1) {  // dot: g is 0-d
-    return {ctx.needs_grad(0) ? mul(b, g[0]) : Tensor(), ctx.needs_grad(1) ? mul(a, g[0]) : Tensor()};
+    return ctx.gradients({{"self", ctx.needs_grad("self") ? mul(b, g[0]) : Tensor()},
+                          {"other", ctx.needs_grad("other") ? mul(a, g[0]) : Tensor()}});
   }
   const Tensor am = a.dim() == 1 ? a.unsqueeze(0) : a;  // (…, n, k)
   const Tensor bm = b.dim() == 1 ? b.unsqueeze(1) : b;  // (…, k, m)
@@ -52,8 +55,8 @@ TensorList matmul_backward(const BackwardContext& ctx, const TensorList& g) {
   if (a.dim() == 1) gm = gm.unsqueeze(-2);
   if (b.dim() == 1) gm = gm.unsqueeze(-1);
   Tensor ga, gb;
-  if (ctx.needs_grad(0)) ga = reduce_to(matmul(gm, mT(bm)), am, a.sizes());
-  if (ctx.needs_grad(1)) {
+  if (ctx.needs_grad("self")) ga = reduce_to(matmul(gm, mT(bm)), am, a.sizes());
+  if (ctx.needs_grad("other")) {
     if (am.dim() > 2 && bm.dim() == 2) {
       // A matrix shared by the batch: fold the batch into the contraction, one GEMM
       // (k, batch*n) @ (batch*n, m) instead of batch products and a sum.
@@ -63,7 +66,7 @@ TensorList matmul_backward(const BackwardContext& ctx, const TensorList& g) {
       gb = reduce_to(matmul(mT(am), gm), bm, b.sizes());
     }
   }
-  return {ga, gb};
+  return ctx.gradients({{"self", ga}, {"other", gb}});
 }
 
 }  // namespace
@@ -72,7 +75,7 @@ QFLOW_REGISTER_DERIVATIVES(linalg) {
   registry.def("mm", {.node_name = "MmBackward", .save_inputs = kSaveAll, .backward = mm_backward});
   registry.def("bmm", {.node_name = "BmmBackward", .save_inputs = kSaveAll, .backward = bmm_backward});
   registry.def("matmul", {.node_name = "MatmulBackward", .save_inputs = kSaveAll, .backward = matmul_backward});
-  registry.def("addmm", {.node_name = "AddmmBackward", .save_inputs = save_inputs({1, 2}), .backward = addmm_backward});
+  registry.def("addmm", {.node_name = "AddmmBackward", .save_inputs = save_inputs({"mat1", "mat2"}), .backward = addmm_backward});
 }
 
 }  // namespace qflow::autograd

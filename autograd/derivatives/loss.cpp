@@ -8,27 +8,26 @@
 namespace qflow::autograd {
 namespace {
 
-Tensor maybe(const BackwardContext& ctx, size_t i) { return ctx.has_input(i) ? ctx.input(i) : Tensor(); }
-Reduction reduction_arg(const BackwardContext& ctx, size_t i) { return static_cast<Reduction>(ctx.arg(i).to_int()); }
+Reduction reduction_arg(const BackwardContext& ctx) { return static_cast<Reduction>(ctx.arg("reduction").to_int()); }
 
-// Flat inputs: self, target, weight. Arguments: ..., reduction (3), ignore_index (4)[, label_smoothing (5)].
 TensorList nll_loss_rule(const BackwardContext& ctx, const TensorList& g) {
-  QFLOW_CHECK(!ctx.needs_grad(2), "nll_loss: the derivative for 'weight' is not implemented");
-  return {nll_loss_backward(g[0], ctx.input(0), ctx.input(1), maybe(ctx, 2), reduction_arg(ctx, 3), ctx.arg(4).to_int()),
-          Tensor(), Tensor()};
+  QFLOW_CHECK(!ctx.needs_grad("weight"), "nll_loss: the derivative for 'weight' is not implemented");
+  return ctx.gradients({{"self", nll_loss_backward(g[0], ctx.input("self"), ctx.input("target"), ctx.input_or_none("weight"),
+                                                   reduction_arg(ctx), ctx.arg("ignore_index").to_int())}});
 }
 
 TensorList cross_entropy_rule(const BackwardContext& ctx, const TensorList& g) {
-  QFLOW_CHECK(!ctx.needs_grad(2), "cross_entropy: the derivative for 'weight' is not implemented");
-  return {cross_entropy_backward(g[0], ctx.input(0), ctx.input(1), maybe(ctx, 2), reduction_arg(ctx, 3),
-                                 ctx.arg(4).to_int(), ctx.arg(5).to_double()),
-          Tensor(), Tensor()};
+  QFLOW_CHECK(!ctx.needs_grad("weight"), "cross_entropy: the derivative for 'weight' is not implemented");
+  return ctx.gradients(
+      {{"self", cross_entropy_backward(g[0], ctx.input("self"), ctx.input("target"), ctx.input_or_none("weight"),
+                                       reduction_arg(ctx), ctx.arg("ignore_index").to_int(),
+                                       ctx.arg("label_smoothing").to_double())}});
 }
 
 template <Tensor (*Backward)(const Tensor&, const Tensor&, const Tensor&, Reduction)>
 TensorList pointwise_rule(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor gx = Backward(g[0], ctx.input(0), ctx.input(1), reduction_arg(ctx, 2));
-  return {gx, ctx.needs_grad(1) ? mul(gx, Scalar(-1.0)) : Tensor()};
+  const Tensor gx = Backward(g[0], ctx.input("self"), ctx.input("target"), reduction_arg(ctx));
+  return ctx.gradients({{"self", gx}, {"target", ctx.needs_grad("target") ? mul(gx, Scalar(-1.0)) : Tensor()}});
 }
 
 }  // namespace
@@ -41,6 +40,8 @@ QFLOW_REGISTER_DERIVATIVES(loss) {
                             .backward = pointwise_rule<mse_loss_backward>});
   registry.def("l1_loss", {.node_name = "L1LossBackward", .save_inputs = kSaveAll,
                            .backward = pointwise_rule<l1_loss_backward>});
+  registry.no_derivative({"nll_loss_backward", "cross_entropy_backward", "mse_loss_backward", "l1_loss_backward"},
+                         kNoDoubleBackward);
 }
 
 }  // namespace qflow::autograd

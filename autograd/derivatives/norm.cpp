@@ -7,52 +7,57 @@
 namespace qflow::autograd {
 namespace {
 
-// Flat inputs: input, weight, bias, running_mean, running_var (None slots stay undefined).
-// Arguments: ..., training (5), momentum (6), eps (7). The running statistics carry no
-// gradient (they are buffers); in training they are not even read, so updating them again
-// in a later forward does not invalidate this node.
-Tensor maybe(const BackwardContext& ctx, size_t i) { return ctx.has_input(i) ? ctx.input(i) : Tensor(); }
+// The running statistics carry no gradient (they are buffers); in training they are not even
+// read, so updating them again in a later forward does not invalidate this node.
+struct RunningStats {
+  Tensor mean, var;
+};
+RunningStats running_stats(const BackwardContext& ctx, bool training) {
+  if (training) return {};
+  return {ctx.input_or_none("running_mean"), ctx.input_or_none("running_var")};
+}
 
 TensorList batch_norm_rule(const BackwardContext& ctx, const TensorList& g) {
-  const bool training = ctx.arg(5).to_bool();
-  const Tensor running_mean = training ? Tensor() : ctx.input(3);
-  const Tensor running_var = training ? Tensor() : ctx.input(4);
-  auto [gx, gw, gb] = native_batch_norm_backward(g[0], ctx.input(0), maybe(ctx, 1), running_mean, running_var, Tensor(),
-                                                 Tensor(), training, ctx.arg(7).to_double());
-  return {gx, gw, gb, Tensor(), Tensor()};
+  const bool training = ctx.arg("training").to_bool();
+  const RunningStats stats = running_stats(ctx, training);
+  auto [gx, gw, gb] = native_batch_norm_backward(g[0], ctx.input("input"), ctx.input_or_none("weight"), stats.mean,
+                                                 stats.var, Tensor(), Tensor(), training, ctx.arg("eps").to_double());
+  return ctx.gradients({{"input", gx}, {"weight", gw}, {"bias", gb}});
 }
 
 // Outputs: (y, mean, invstd); gradients reaching mean and invstd flow into the input too.
 TensorList native_batch_norm_rule(const BackwardContext& ctx, const TensorList& g) {
-  const bool training = ctx.arg(5).to_bool();
-  const Tensor running_mean = training ? Tensor() : ctx.input(3);
-  const Tensor running_var = training ? Tensor() : ctx.input(4);
+  const bool training = ctx.arg("training").to_bool();
+  const RunningStats stats = running_stats(ctx, training);
   auto [gx, gw, gb] =
-      native_batch_norm_backward(g[0], ctx.input(0), maybe(ctx, 1), running_mean, running_var, ctx.output(1),
-                                 ctx.output(2), training, ctx.arg(7).to_double(), g[1], g[2]);
-  return {gx, g[0].defined() ? gw : Tensor(), g[0].defined() ? gb : Tensor(), Tensor(), Tensor()};
+      native_batch_norm_backward(g[0], ctx.input("input"), ctx.input_or_none("weight"), stats.mean, stats.var,
+                                 ctx.output(1), ctx.output(2), training, ctx.arg("eps").to_double(), g[1], g[2]);
+  return ctx.gradients(
+      {{"input", gx}, {"weight", g[0].defined() ? gw : Tensor()}, {"bias", g[0].defined() ? gb : Tensor()}});
 }
 
 // batch_norm_relu: one fused backward masks with the saved output (Note [Batch norm fused
 // with ReLU] in core/kernels/norm.cpp). Saved: input, weight, running stats (eval) and output.
 TensorList batch_norm_relu_rule(const BackwardContext& ctx, const TensorList& g) {
-  const bool training = ctx.arg(5).to_bool();
-  const Tensor running_mean = training ? Tensor() : ctx.input(3);
-  const Tensor running_var = training ? Tensor() : ctx.input(4);
-  auto [gx, gw, gb] = batch_norm_relu_backward(g[0], ctx.output(0), ctx.input(0), maybe(ctx, 1), running_mean,
-                                               running_var, training, ctx.arg(7).to_double());
-  return {gx, gw, gb, Tensor(), Tensor()};
+  const bool training = ctx.arg("training").to_bool();
+  const RunningStats stats = running_stats(ctx, training);
+  auto [gx, gw, gb] = batch_norm_relu_backward(g[0], ctx.output(0), ctx.input("input"), ctx.input_or_none("weight"),
+                                               stats.mean, stats.var, training, ctx.arg("eps").to_double());
+  return ctx.gradients({{"input", gx}, {"weight", gw}, {"bias", gb}});
 }
+
+constexpr SaveInputs kSaveStatistics = save_inputs({"input", "weight", "running_mean", "running_var"});
 
 }  // namespace
 
 QFLOW_REGISTER_DERIVATIVES(norm) {
-  registry.def("batch_norm_relu", {.node_name = "BatchNormReluBackward", .save_inputs = save_inputs({0, 1, 3, 4}),
+  registry.def("batch_norm_relu", {.node_name = "BatchNormReluBackward", .save_inputs = kSaveStatistics,
                                    .save_outputs = true, .backward = batch_norm_relu_rule});
-  registry.def("batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = save_inputs({0, 1, 3, 4}),
+  registry.def("batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = kSaveStatistics,
                               .backward = batch_norm_rule});
-  registry.def("native_batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = save_inputs({0, 1, 3, 4}),
+  registry.def("native_batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = kSaveStatistics,
                                      .save_outputs = true, .backward = native_batch_norm_rule});
+  registry.no_derivative({"native_batch_norm_backward", "batch_norm_relu_backward"}, kNoDoubleBackward);
 }
 
 }  // namespace qflow::autograd

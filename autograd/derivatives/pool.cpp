@@ -6,33 +6,34 @@
 namespace qflow::autograd {
 namespace {
 
-// Arguments of both max pools: self, kernel_size, stride, padding, dilation, ceil_mode.
 // max_pool2d keeps no indices, so its backward recomputes the argmax from the saved input:
 // one more pooling pass instead of an int64 tensor per output kept alive until backward.
 TensorList max_pool2d_backward_rule(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
-  const auto stride = ctx.arg(2).int_list(), padding = ctx.arg(3).int_list(), dilation = ctx.arg(4).int_list();
-  const IntList kernel = ctx.arg(1).int_list();
-  const bool ceil_mode = ctx.arg(5).to_bool();
+  const Tensor& x = ctx.input("self");
+  const auto stride = ctx.arg("stride").int_list(), padding = ctx.arg("padding").int_list();
+  const auto dilation = ctx.arg("dilation").int_list();
+  const IntList kernel = ctx.arg("kernel_size").int_list();
+  const bool ceil_mode = ctx.arg("ceil_mode").to_bool();
   Tensor indices = std::get<1>(max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
   return {max_pool2d_with_indices_backward(g[0], x, kernel, stride, padding, dilation, ceil_mode, indices)};
 }
 
 TensorList max_pool2d_with_indices_backward_rule(const BackwardContext& ctx, const TensorList& g) {
   if (!g[0].defined()) return {Tensor()};  // only the indices were used
-  return {max_pool2d_with_indices_backward(g[0], ctx.input(0), ctx.arg(1).int_list(), ctx.arg(2).int_list(),
-                                           ctx.arg(3).int_list(), ctx.arg(4).int_list(), ctx.arg(5).to_bool(),
+  return {max_pool2d_with_indices_backward(g[0], ctx.input("self"), ctx.arg("kernel_size").int_list(),
+                                           ctx.arg("stride").int_list(), ctx.arg("padding").int_list(),
+                                           ctx.arg("dilation").int_list(), ctx.arg("ceil_mode").to_bool(),
                                            ctx.output(1))};
 }
 
-// Arguments: self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override.
 TensorList avg_pool2d_backward_rule(const BackwardContext& ctx, const TensorList& g) {
-  return {avg_pool2d_backward(g[0], ctx.input(0), ctx.arg(1).int_list(), ctx.arg(2).int_list(), ctx.arg(3).int_list(),
-                              ctx.arg(4).to_bool(), ctx.arg(5).to_bool(), ctx.arg(6).optional_int())};
+  return {avg_pool2d_backward(g[0], ctx.input("self"), ctx.arg("kernel_size").int_list(), ctx.arg("stride").int_list(),
+                              ctx.arg("padding").int_list(), ctx.arg("ceil_mode").to_bool(),
+                              ctx.arg("count_include_pad").to_bool(), ctx.arg("divisor_override").optional_int())};
 }
 
 TensorList adaptive_avg_pool2d_backward_rule(const BackwardContext& ctx, const TensorList& g) {
-  return {adaptive_avg_pool2d_backward(g[0], ctx.input(0))};
+  return {adaptive_avg_pool2d_backward(g[0], ctx.input("self"))};
 }
 
 }  // namespace
@@ -46,6 +47,8 @@ QFLOW_REGISTER_DERIVATIVES(pool) {
                               .backward = avg_pool2d_backward_rule});
   registry.def("adaptive_avg_pool2d", {.node_name = "AdaptiveAvgPool2DBackward", .save_inputs = kSaveAll,
                                        .backward = adaptive_avg_pool2d_backward_rule});
+  registry.no_derivative({"max_pool2d_with_indices_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward"},
+                         kNoDoubleBackward);
 }
 
 }  // namespace qflow::autograd

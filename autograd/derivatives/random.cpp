@@ -5,7 +5,8 @@
 namespace qflow::autograd {
 
 QFLOW_REGISTER_DERIVATIVES(random) {
-  registry.non_differentiable({"rand", "randn", "randint", "randperm", "rand_like", "randn_like"});
+  registry.non_differentiable({"rand", "randn", "randint", "randperm", "rand_like", "randn_like"},
+                              "a fresh random draw does not depend on any input's values");
 }
 
 }  // namespace qflow::autograd

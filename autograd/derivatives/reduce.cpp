@@ -43,16 +43,16 @@ int64_t reduced_count(const std::vector<int64_t>& in_sizes, const std::vector<in
 }
 
 TensorList sum_backward(const BackwardContext& ctx, const TensorList& g) {
-  const auto& sizes = ctx.input_sizes(0);
-  const auto dims = reduced_dims(sizes, ctx.arg(1).int_list());
-  return {expand(restore_reduced(g[0], dims, ctx.arg(2).to_bool()), sym(sizes))};
+  const auto& sizes = ctx.input_sizes("self");
+  const auto dims = reduced_dims(sizes, ctx.arg("dim").int_list());
+  return {expand(restore_reduced(g[0], dims, ctx.arg("keepdim").to_bool()), sym(sizes))};
 }
 
 TensorList mean_backward(const BackwardContext& ctx, const TensorList& g) {
-  const auto& sizes = ctx.input_sizes(0);
-  const auto dims = reduced_dims(sizes, ctx.arg(1).int_list());
+  const auto& sizes = ctx.input_sizes("self");
+  const auto dims = reduced_dims(sizes, ctx.arg("dim").int_list());
   const double n = static_cast<double>(reduced_count(sizes, dims));
-  return {expand(mul(restore_reduced(g[0], dims, ctx.arg(2).to_bool()), Scalar(1.0 / n)), sym(sizes))};
+  return {expand(mul(restore_reduced(g[0], dims, ctx.arg("keepdim").to_bool()), Scalar(1.0 / n)), sym(sizes))};
 }
 
 // d var / dx = 2 (x - mean) / (n - ddof); `g` is the gradient of var, dims as in the forward.
@@ -64,39 +64,40 @@ Tensor var_grad(const Tensor& g, const Tensor& x, const std::vector<int64_t>& di
 }
 
 TensorList var_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
-  return {var_grad(g[0], x, reduced_dims(x.sizes(), ctx.arg(1).int_list()), ctx.arg(2).to_bool(), ctx.arg(3).to_bool())};
+  const Tensor& x = ctx.input("self");
+  return {var_grad(g[0], x, reduced_dims(x.sizes(), ctx.arg("dim").int_list()), ctx.arg("unbiased").to_bool(), ctx.arg("keepdim").to_bool())};
 }
 
 // d std = d var / (2 std); where std is 0 the gradient is taken as 0 (PyTorch does the same:
 // the true derivative does not exist there).
 TensorList std_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
+  const Tensor& x = ctx.input("self");
   const Tensor& result = ctx.output(0);
   const Tensor zero = scalar_tensor(0.0, result.dtype());
   const Tensor grad_var = where(eq(result, Scalar(0)), zero, div(g[0], mul(result, Scalar(2))));
-  return {var_grad(grad_var, x, reduced_dims(x.sizes(), ctx.arg(1).int_list()), ctx.arg(2).to_bool(), ctx.arg(3).to_bool())};
+  return {var_grad(grad_var, x, reduced_dims(x.sizes(), ctx.arg("dim").int_list()), ctx.arg("unbiased").to_bool(), ctx.arg("keepdim").to_bool())};
 }
 
 // d logsumexp / dx = softmax(x) = exp(x - result).
 TensorList logsumexp_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
-  const auto dims = reduced_dims(x.sizes(), ctx.arg(1).int_list());
-  const bool keepdim = ctx.arg(2).to_bool();
+  const Tensor& x = ctx.input("self");
+  const auto dims = reduced_dims(x.sizes(), ctx.arg("dim").int_list());
+  const bool keepdim = ctx.arg("keepdim").to_bool();
   const Tensor softmax = exp(sub(x, restore_reduced(ctx.output(0), dims, keepdim)));
   return {mul(restore_reduced(g[0], dims, keepdim), softmax)};
 }
 
-TensorList sum_to_backward(const BackwardContext& ctx, const TensorList& g) { return {expand(g[0], sym(ctx.input_sizes(0)))}; }
+TensorList sum_to_backward(const BackwardContext& ctx, const TensorList& g) { return {expand(g[0], sym(ctx.input_sizes("self")))}; }
 // d/dself sum_to(self * other) = g (broadcast back) * other, and symmetrically.
 TensorList mul_sum_to_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {ctx.needs_grad(0) ? mul(g[0], ctx.input(1)) : Tensor(), ctx.needs_grad(1) ? mul(g[0], ctx.input(0)) : Tensor()};
+  return ctx.gradients({{"self", ctx.needs_grad("self") ? mul(g[0], ctx.input("other")) : Tensor()},
+                        {"other", ctx.needs_grad("other") ? mul(g[0], ctx.input("self")) : Tensor()}});
 }
 
 // max()/min() of everything: the gradient is shared evenly among the elements equal to the
 // result (NaN results: among the NaNs), as PyTorch 1.13 does.
 TensorList all_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
+  const Tensor& x = ctx.input("self");
   const Tensor& result = ctx.output(0);
   const double r = result.item<double>();
   const Tensor mask = (std::isnan(r) ? ne(x, x) : eq(x, result)).to(x.dtype());
@@ -105,9 +106,9 @@ TensorList all_backward(const BackwardContext& ctx, const TensorList& g) {
 
 // amax/amin: evenly among the ties of each reduced slice (PyTorch's scale_grad_by_count).
 TensorList amax_backward(const BackwardContext& ctx, const TensorList& g) {
-  const Tensor& x = ctx.input(0);
-  const auto dims = reduced_dims(x.sizes(), ctx.arg(1).int_list());
-  const bool keepdim = ctx.arg(2).to_bool();
+  const Tensor& x = ctx.input("self");
+  const auto dims = reduced_dims(x.sizes(), ctx.arg("dim").int_list());
+  const bool keepdim = ctx.arg("keepdim").to_bool();
   const Tensor mask = eq(x, restore_reduced(ctx.output(0), dims, keepdim)).to(x.dtype());
   const Tensor count = sum(mask, dims, /*keepdim=*/true);
   return {mul(mask, div(restore_reduced(g[0], dims, keepdim), count))};
@@ -116,7 +117,7 @@ TensorList amax_backward(const BackwardContext& ctx, const TensorList& g) {
 // max.dim/min.dim: the gradient goes to the reported index only.
 TensorList dim_backward(const BackwardContext& ctx, const TensorList& g) {
   static const OpHandle op("value_selecting_reduction_backward");
-  return {call_tensor(op, {g[0], ctx.arg(1).to_int(), ctx.output(1), ctx.input_sizes(0), ctx.arg(2).to_bool()})};
+  return {call_tensor(op, {g[0], ctx.arg("dim").to_int(), ctx.output(1), ctx.input_sizes("self"), ctx.arg("keepdim").to_bool()})};
 }
 
 }  // namespace
@@ -136,7 +137,8 @@ QFLOW_REGISTER_DERIVATIVES(reduce) {
   registry.def("min.dim", {.node_name = "MinBackward", .save_outputs = true, .backward = dim_backward});
   registry.def("amax", {.node_name = "AmaxBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = amax_backward});
   registry.def("amin", {.node_name = "AminBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = amax_backward});
-  registry.non_differentiable({"argmax", "argmin"});
+  registry.non_differentiable({"argmax", "argmin"}, "integer indices");
+  registry.no_derivative({"value_selecting_reduction_backward"}, kNoDoubleBackward);
 }
 
 }  // namespace qflow::autograd

@@ -18,10 +18,10 @@ int64_t wrap(int64_t dim, int64_t ndim) {
 
 // For reshape-like ops (view, reshape, flatten, squeeze, unsqueeze) the gradient has the
 // same elements in the same order: reshape it back.
-TensorList reshape_backward(const BackwardContext& ctx, const TensorList& g) { return {reshape(g[0], sym(ctx.input_sizes(0)))}; }
+TensorList reshape_backward(const BackwardContext& ctx, const TensorList& g) { return {reshape(g[0], sym(ctx.input_sizes("self")))}; }
 
 TensorList permute_backward(const BackwardContext& ctx, const TensorList& g) {
-  const IntList dims = ctx.arg(1).int_list();
+  const IntList dims = ctx.arg("dims").int_list();
   const int64_t ndim = static_cast<int64_t>(dims.size());
   IntList inverse(dims.size());
   for (int64_t i = 0; i < ndim; ++i) inverse[static_cast<size_t>(wrap(dims[i], ndim))] = i;
@@ -29,7 +29,7 @@ TensorList permute_backward(const BackwardContext& ctx, const TensorList& g) {
 }
 
 TensorList transpose_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {transpose(g[0], ctx.arg(1).to_int(), ctx.arg(2).to_int())};
+  return {transpose(g[0], ctx.arg("dim0").to_int(), ctx.arg("dim1").to_int())};
 }
 TensorList t_backward(const BackwardContext&, const TensorList& g) { return {t(g[0])}; }
 
@@ -37,7 +37,7 @@ TensorList t_backward(const BackwardContext&, const TensorList& g) { return {t(g
 // gradient written through the same view (so any step or offset is honoured exactly).
 template <typename ViewFn>
 Tensor scatter_into_zeros(const BackwardContext& ctx, const Tensor& grad, const ViewFn& view_of) {
-  Tensor result = zeros(ctx.input_sizes(0), grad.dtype());
+  Tensor result = zeros(ctx.input_sizes("self"), grad.dtype());
   Tensor window = view_of(result);
   copy_(window, grad);
   return result;
@@ -45,20 +45,21 @@ Tensor scatter_into_zeros(const BackwardContext& ctx, const Tensor& grad, const 
 
 TensorList narrow_backward(const BackwardContext& ctx, const TensorList& g) {
   return {scatter_into_zeros(ctx, g[0], [&](const Tensor& r) {
-    return narrow(r, ctx.arg(1).to_int(), ctx.arg(2).to_int(), ctx.arg(3).to_int());
+    return narrow(r, ctx.arg("dim").to_int(), ctx.arg("start").to_int(), ctx.arg("length").to_int());
   })};
 }
 TensorList slice_backward(const BackwardContext& ctx, const TensorList& g) {
   return {scatter_into_zeros(ctx, g[0], [&](const Tensor& r) {
-    return slice(r, ctx.arg(1).to_int(), ctx.arg(2).optional_int(), ctx.arg(3).optional_int(), ctx.arg(4).to_int());
+    return slice(r, ctx.arg("dim").to_int(), ctx.arg("start").optional_int(), ctx.arg("end").optional_int(),
+                 ctx.arg("step").to_int());
   })};
 }
 TensorList select_backward(const BackwardContext& ctx, const TensorList& g) {
-  return {scatter_into_zeros(ctx, g[0], [&](const Tensor& r) { return select(r, ctx.arg(1).to_int(), ctx.arg(2).to_int()); })};
+  return {scatter_into_zeros(ctx, g[0], [&](const Tensor& r) { return select(r, ctx.arg("dim").to_int(), ctx.arg("index").to_int()); })};
 }
 
 // Every input element was read by all the outputs it was broadcast to.
-TensorList expand_backward(const BackwardContext& ctx, const TensorList& g) { return {sum_to(g[0], ctx.input_sizes(0))}; }
+TensorList expand_backward(const BackwardContext& ctx, const TensorList& g) { return {sum_to(g[0], ctx.input_sizes("self"))}; }
 
 }  // namespace
 

@@ -9,9 +9,9 @@ namespace {
 
 TensorList neg_backward(const BackwardContext&, const TensorList& g) { return {neg(g[0])}; }
 // d|x|/dx = sign(x), 0 at x = 0 (PyTorch's subgradient choice).
-TensorList abs_backward(const BackwardContext& ctx, const TensorList& g) { return {mul(g[0], sign(ctx.input(0)))}; }
+TensorList abs_backward(const BackwardContext& ctx, const TensorList& g) { return {mul(g[0], sign(ctx.input("self")))}; }
 TensorList exp_backward(const BackwardContext& ctx, const TensorList& g) { return {mul(g[0], ctx.output(0))}; }
-TensorList log_backward(const BackwardContext& ctx, const TensorList& g) { return {div(g[0], ctx.input(0))}; }
+TensorList log_backward(const BackwardContext& ctx, const TensorList& g) { return {div(g[0], ctx.input("self"))}; }
 // d sqrt(x)/dx = 1 / (2 sqrt(x))
 TensorList sqrt_backward(const BackwardContext& ctx, const TensorList& g) {
   return {div(g[0], mul(ctx.output(0), Scalar(2.0)))};

@@ -55,18 +55,23 @@ namespace {
 
 // A None passed for a "Tensor?" argument keeps its slot as an undefined tensor, so a rule's
 // flat numbering does not depend on which optional tensors the caller happened to give.
+size_t flat_count(const OpSchema& schema, const Stack& args, size_t i) {
+  const Value& v = args[i];
+  if (v.is_tensor()) return 1;
+  if (v.is_tensor_list()) return v.tensor_list().size();
+  return v.is_none() && i < schema.args.size() && schema.args[i].type == ArgType::Tensor ? 1 : 0;
+}
+
 void flat_tensors(const OpSchema& schema, const Stack& args, TensorList& out) {
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& v = args[i];
     if (v.is_tensor()) out.push_back(v.tensor());
     else if (v.is_tensor_list()) out.insert(out.end(), v.tensor_list().begin(), v.tensor_list().end());
-    else if (v.is_none() && i < schema.args.size() && schema.args[i].type == ArgType::Tensor) out.push_back(Tensor());
+    else if (flat_count(schema, args, i) == 1) out.push_back(Tensor());
   }
 }
 
 bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
-
-std::string_view base_name(const OpDef& op) { return op.schema.name; }
 
 }  // namespace
 
@@ -80,33 +85,50 @@ class AutogradLayer final : public DispatchLayer {
     bool any = false;
     for (const Tensor& t : inputs) any = any || needs_grad(t);
     if (!any) return Dispatcher::redispatch(op, args, remaining);
-    if (auto m = op.schema.mutated_arg()) return handle_inplace(op, args, *m);
-
     const DerivativeRule* rule = DerivativeRegistry::instance().find(op.name);
-    QFLOW_CHECK(rule != nullptr, "{}: the derivative of this op is not implemented, so it cannot be used on tensors that "
-                "require grad (wrap the call in NoGradGuard or detach() the inputs)", op.name);
+    // An in-place op is differentiated through its twin unless it is declared itself.
+    if (auto m = op.schema.mutated_arg(); m && rule == nullptr) return handle_inplace(op, args, *m);
+
+    QFLOW_CHECK(rule != nullptr, "{}: the derivative of this op is not implemented (it has no derivative rule and is not "
+                "declared non-differentiable), so it cannot be used on tensors that require grad (wrap the call in "
+                "NoGradGuard or detach() the inputs)", op.name);
+    QFLOW_CHECK(rule->kind != Differentiability::NoDerivative, "{}: has no derivative ({}), so it cannot be used on "
+                "tensors that require grad (wrap the call in NoGradGuard or detach() the inputs)", op.name, rule->reason);
     Stack outputs = Dispatcher::redispatch(op, args, remaining);
     if (is_anomaly_enabled()) detail::check_forward_outputs(op.name, inputs, outputs);
-    if (!rule->differentiable) return outputs;
-    record(*rule, op, args, inputs, outputs);
+    if (!rule->differentiable()) return outputs;
+    record(*rule, args, inputs, outputs);
     return outputs;
   }
 
  private:
-  static void record(const DerivativeRule& rule, const OpDef& /*op*/, const Stack& args, const TensorList& inputs, Stack& outputs) {
+  static void record(const DerivativeRule& rule, const Stack& args, const TensorList& inputs, Stack& outputs) {
+    const detail::RuleSignature& signature = rule.resolved();
     BackwardContext ctx;
     ctx.op_ = rule.node_name;
+    ctx.signature_ = &signature;
     ctx.args_.reserve(args.size());
     for (const Value& v : args) ctx.args_.push_back(v.is_tensor() || v.is_tensor_list() ? Value() : v);
+    // Each argument's flat inputs are saved when its slot says so (Note [Derivatives read
+    // arguments by name]); the first flat input of every argument is kept only when a
+    // Tensor[] makes it depend on the call.
+    const bool lists = signature.has_tensor_list();
+    if (lists) ctx.first_input_.reserve(args.size() + 1);
     auto node_edges = std::vector<Edge>();
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& t = inputs[i];
-      ctx.input_meta_.push_back(t.defined() ? TensorMeta{t.sizes(), t.dtype()} : TensorMeta{});
-      ctx.needs_grad_.push_back(needs_grad(t));
-      node_edges.push_back(needs_grad(t) ? gradient_edge(t) : Edge{});
-      const bool save = i < 64 && ((rule.save_inputs >> i) & 1u) && t.defined();
-      ctx.saved_inputs_.push_back(save ? std::make_shared<SavedTensor>(t, false) : nullptr);
+    size_t i = 0;
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (lists) ctx.first_input_.push_back(static_cast<uint32_t>(i));
+      const bool saved = a < signature.slots().size() && signature.slots()[a].saved;
+      for (const size_t end = i + flat_count(signature.schema(), args, a); i < end; ++i) {
+        const Tensor& t = inputs[i];
+        ctx.input_meta_.push_back(t.defined() ? TensorMeta{t.sizes(), t.dtype()} : TensorMeta{});
+        ctx.needs_grad_.push_back(needs_grad(t));
+        node_edges.push_back(needs_grad(t) ? gradient_edge(t) : Edge{});
+        ctx.saved_inputs_.push_back(saved && t.defined() ? std::make_shared<SavedTensor>(t, false) : nullptr);
+      }
     }
+    if (lists) ctx.first_input_.push_back(static_cast<uint32_t>(i));
+    QFLOW_ASSERT(i == inputs.size(), "{}: {} flat inputs counted for {} tensors", rule.op, i, inputs.size());
     ctx.unpacked_inputs_.resize(inputs.size());
 
     // An op may return one of its inputs unchanged (contiguous() of a contiguous tensor);
@@ -157,14 +179,14 @@ class AutogradLayer final : public DispatchLayer {
                 "{}: in-place operation on a view while autograd is recording is not supported; apply it to the base "
                 "tensor or to a clone()", op.name);
     Tensor result;
-    const std::string_view base = base_name(op);
+    const std::string_view base = op.schema.name;
+    const std::string twin_name = inplace_twin(op.schema);
     if (base == "copy_") {
-      result = expand(args[1].tensor().to(self.dtype()), SymIntList(self.sizes().begin(), self.sizes().end()));
-    } else if (base == "fill_" || base == "zero_") {
+      const Tensor& src = args.at(op.schema.arg_index("src").value()).tensor();
+      result = expand(src.to(self.dtype()), SymIntList(self.sizes().begin(), self.sizes().end()));
+    } else if (twin_name.empty()) {  // fill_, zero_: the result does not depend on self
       result = Tensor();
     } else {
-      std::string twin_name(base.substr(0, base.size() - 1));
-      if (!op.schema.overload.empty()) twin_name += "." + op.schema.overload;
       const OpDef* twin = OpRegistry::instance().find(twin_name);
       QFLOW_CHECK(twin != nullptr, "{}: no out-of-place twin '{}' to differentiate this in-place op", op.name, twin_name);
       Stack twin_args = args;
@@ -187,6 +209,14 @@ class AutogradLayer final : public DispatchLayer {
     return Stack{Value(self)};
   }
 };
+
+std::string inplace_twin(const OpSchema& schema) {
+  const std::string_view base = schema.name;
+  if (base == "copy_" || base == "fill_" || base == "zero_") return "";
+  std::string twin(base.substr(0, base.size() - 1));
+  if (!schema.overload.empty()) twin += "." + schema.overload;
+  return twin;
+}
 
 namespace {
 struct RegisterAutogradLayer {

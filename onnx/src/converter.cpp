@@ -96,43 +96,78 @@ fx::Argument to_argument(const Value& v) {
 }
 }  // namespace
 
-fx::Arguments full_args(const fx::Node& node) {
+namespace {
+std::string argument_names(const OpSchema& schema) {
+  std::vector<std::string_view> names;
+  for (const ArgSpec& a : schema.args) names.push_back(a.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+}  // namespace
+
+NodeArgs::NodeArgs(const fx::Node& node) : node_(&node) {
   const OpDef* def = OpRegistry::instance().find(node.target());
   if (!def) fail(node, fmt::format("'{}' is not a registered op", node.target()));
-  const auto& specs = def->schema.args;
+  schema_ = &def->schema;
+  const auto& specs = schema_->args;
   QFLOW_ONNX_CHECK(node.args().size() <= specs.size(), node, "{} arguments for the {} of schema {}", node.args().size(),
-                   specs.size(), def->schema.to_string());
-  fx::Arguments out(node.args().begin(), node.args().end());
-  for (size_t i = out.size(); i < specs.size(); ++i) {
+                   specs.size(), schema_->to_string());
+  // Tracing leaves out trailing arguments equal to their defaults.
+  args_.assign(node.args().begin(), node.args().end());
+  for (size_t i = args_.size(); i < specs.size(); ++i) {
     const auto kw = std::find_if(node.kwargs().begin(), node.kwargs().end(),
                                  [&](const auto& p) { return p.first == specs[i].name; });
     if (kw != node.kwargs().end()) {
-      out.push_back(kw->second);
+      args_.push_back(kw->second);
     } else {
       QFLOW_ONNX_CHECK(specs[i].default_value.has_value(), node, "argument '{}' of schema {} is missing",
-                       specs[i].name, def->schema.to_string());
-      out.push_back(to_argument(*specs[i].default_value));
+                       specs[i].name, schema_->to_string());
+      args_.push_back(to_argument(*specs[i].default_value));
     }
   }
-  return out;
 }
 
-std::vector<int64_t> pair_arg(const fx::Node& node, const fx::Argument& arg, std::string_view what,
-                              const std::vector<int64_t>& fallback) {
+const fx::Argument& NodeArgs::operator[](std::string_view name) const {
+  const auto i = schema_->arg_index(name);
+  if (!i)
+    fail(*node_, fmt::format("the converter reads argument '{}', which schema {} does not have (arguments: {})", name,
+                             schema_->to_string(), argument_names(*schema_)));
+  return args_[*i];
+}
+
+const fx::Node& NodeArgs::producer(std::string_view name) const {
+  const fx::Argument& arg = (*this)[name];
+  QFLOW_ONNX_CHECK(arg.is_node(), *node_, "argument '{}' must be a tensor, got {}", name, fx::format_argument(arg));
+  return *arg.node();
+}
+
+std::string ExportContext::input(const NodeArgs& a, std::string_view name) {
+  return tensor_arg(a.node(), a[name], name);
+}
+
+double scalar_arg(const NodeArgs& a, std::string_view name) {
+  const fx::Argument& v = a[name];
+  QFLOW_ONNX_CHECK(v.is_int() || v.is_double() || v.is_bool(), a.node(), "argument '{}' must be a number, got {}", name,
+                   fx::format_argument(v));
+  return v.is_bool() ? (v.to_bool() ? 1.0 : 0.0) : v.to_double();
+}
+
+std::vector<int64_t> pair_arg(const NodeArgs& a, std::string_view name, const std::vector<int64_t>& fallback) {
+  const fx::Node& node = a.node();
+  const fx::Argument& arg = a[name];
   std::vector<int64_t> v;
   if (arg.is_int()) {
     v = {arg.to_int()};
   } else {
-    QFLOW_ONNX_CHECK(arg.is_int_list(), node, "argument '{}' must be int[2], got {}", what, fx::format_argument(arg));
+    QFLOW_ONNX_CHECK(arg.is_int_list(), node, "argument '{}' must be int[2], got {}", name, fx::format_argument(arg));
     for (const fx::IntOrNode& e : arg.int_list()) {
-      QFLOW_ONNX_CHECK(std::holds_alternative<int64_t>(e), node, "argument '{}' must be constant, got {}", what,
+      QFLOW_ONNX_CHECK(std::holds_alternative<int64_t>(e), node, "argument '{}' must be constant, got {}", name,
                        fx::format_argument(arg));
       v.push_back(std::get<int64_t>(e));
     }
   }
   if (v.empty()) v = fallback;
   if (v.size() == 1) v.push_back(v[0]);
-  QFLOW_ONNX_CHECK(v.size() == 2, node, "argument '{}' must hold 1 or 2 values, got {}", what, fx::format_argument(arg));
+  QFLOW_ONNX_CHECK(v.size() == 2, node, "argument '{}' must hold 1 or 2 values, got {}", name, fx::format_argument(arg));
   return v;
 }
 
@@ -141,6 +176,16 @@ const std::map<std::string, FunctionConverter>& function_converters() {
     std::map<std::string, FunctionConverter> t;
     add_float_function_converters(t);
     add_quant_function_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+const std::map<std::string, std::string>& refused_functions() {
+  static const auto table = [] {
+    std::map<std::string, std::string> t;
+    add_float_refusals(t);
+    add_quant_refusals(t);
     return t;
   }();
   return table;

@@ -28,6 +28,8 @@ namespace qflow::onnx::detail {
       ::qflow::onnx::detail::fail((node), ::fmt::format(__VA_ARGS__));             \
   } while (0)
 
+class NodeArgs;
+
 class ExportContext {
  public:
   /// `results`: the graph's result nodes with the names of the graph outputs they become
@@ -51,6 +53,8 @@ class ExportContext {
   std::string value(const fx::Node& node, const fx::Node& user, size_t index = 0);
   /// The ONNX value of a tensor argument of `user`; `what` names the argument in errors.
   std::string tensor_arg(const fx::Node& user, const fx::Argument& arg, std::string_view what);
+  /// The ONNX value of tensor argument `name` of a call_function node.
+  std::string input(const NodeArgs& a, std::string_view name);
 
   /// The name of `node`'s (first) output value: the graph output's name for a result.
   std::string out_name(const fx::Node& node) const;
@@ -72,12 +76,33 @@ class ExportContext {
   std::unordered_map<const fx::Node*, std::vector<std::string>> values_;
 };
 
-/// `node`'s arguments in schema order, keyword arguments and omitted defaults filled in
-/// (tracing leaves out trailing arguments equal to their defaults).
-fx::Arguments full_args(const fx::Node& node);
+// Note [Converters read arguments by name]
+// A converter reads its node's arguments by the names of the op's schema (`a["padding"]`),
+// never by position: the schema string is the one place that fixes the order, and a converter
+// cannot silently read the wrong argument after the schema changes. NodeArgs puts the node's
+// positional and keyword arguments, and the defaults tracing left out, under those names; a
+// name the schema does not have is an exporter bug, reported naming the node, the name and
+// the schema's arguments.
+class NodeArgs {
+ public:
+  /// `node` must call a registered op.
+  explicit NodeArgs(const fx::Node& node);
+  const fx::Node& node() const { return *node_; }
+  /// The argument called `name` in the op's schema.
+  const fx::Argument& operator[](std::string_view name) const;
+  /// The node computing tensor argument `name` (whose shape ShapeProp recorded).
+  const fx::Node& producer(std::string_view name) const;
+
+ private:
+  const fx::Node* node_;
+  const OpSchema* schema_;
+  fx::Arguments args_;  // in schema order, every argument present
+};
+
 /// An int[2]-style argument as exactly two values ([k] means [k, k]); `fallback` when empty.
-std::vector<int64_t> pair_arg(const fx::Node& node, const fx::Argument& arg, std::string_view what,
-                              const std::vector<int64_t>& fallback = {});
+std::vector<int64_t> pair_arg(const NodeArgs& a, std::string_view name, const std::vector<int64_t>& fallback = {});
+/// A number argument (int, float or bool) as a double.
+double scalar_arg(const NodeArgs& a, std::string_view name);
 
 /// The single tensor argument of a call_module node.
 std::string module_input(ExportContext& c, const fx::Node& node);
@@ -85,11 +110,13 @@ std::string module_input(ExportContext& c, const fx::Node& node);
 std::vector<Attr> conv_attrs(const fx::Node& node, const nn::Conv2dOptions& options,
                              const std::vector<int64_t>& weight_shape);
 
-using FunctionConverter = std::function<void(ExportContext&, const fx::Node&, const fx::Arguments&)>;
+using FunctionConverter = std::function<void(ExportContext&, const fx::Node&, const NodeArgs&)>;
 using ModuleConverter = std::function<void(ExportContext&, const fx::Node&, nn::Module&)>;
 
 /// Converters of registered ops, by op name ("relu", "conv2d", "add.Scalar", ...).
 const std::map<std::string, FunctionConverter>& function_converters();
+/// Ops the exporter refuses, by op name, with the reason its error gives (Note [ONNX coverage]).
+const std::map<std::string, std::string>& refused_functions();
 /// Converters of module types (exact type); a call_module of any other type is inlined
 /// (see inline_modules) before conversion.
 const std::unordered_map<std::type_index, ModuleConverter>& module_converters();
@@ -99,6 +126,8 @@ const std::unordered_map<std::type_index, ModuleConverter>& module_converters();
 void add_float_function_converters(std::map<std::string, FunctionConverter>& table);
 void add_float_module_converters(std::unordered_map<std::type_index, ModuleConverter>& table);
 void add_quant_function_converters(std::map<std::string, FunctionConverter>& table);
+void add_float_refusals(std::map<std::string, std::string>& table);
+void add_quant_refusals(std::map<std::string, std::string>& table);
 void add_quant_module_converters(std::unordered_map<std::type_index, ModuleConverter>& table);
 
 }  // namespace qflow::onnx::detail

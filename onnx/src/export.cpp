@@ -157,8 +157,15 @@ void convert_node(detail::ExportContext& ctx, const fx::Node& n) {
       }
       const auto& table = detail::function_converters();
       const auto it = table.find(n.target());
-      if (it == table.end()) detail::fail(n, fmt::format("no ONNX conversion for op '{}'", n.target()));
-      it->second(ctx, n, detail::full_args(n));
+      if (it == table.end()) {
+        const auto& refused = detail::refused_functions();
+        if (const auto r = refused.find(n.target()); r != refused.end())
+          detail::fail(n, fmt::format("op '{}' cannot be exported: {}", n.target(), r->second));
+        detail::fail(n, fmt::format("no ONNX conversion for op '{}' (it has neither a converter nor a declared "
+                                    "refusal; see Note [ONNX coverage])",
+                                    n.target()));
+      }
+      it->second(ctx, n, detail::NodeArgs(n));
       return;
     }
   }
@@ -296,6 +303,14 @@ std::shared_ptr<fx::GraphModule> trace_for_export(const std::shared_ptr<nn::Modu
 }  // namespace
 
 std::string qflow_version() { return QFLOW_VERSION; }
+
+std::vector<std::string> converted_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, convert] : detail::function_converters()) out.push_back(name);
+  return out;
+}
+
+std::map<std::string, std::string> refused_ops() { return detail::refused_functions(); }
 
 ExportSummary export_to_bytes(const fx::GraphModule& gm, const TensorList& examples, const ExportOptions& options) {
   return convert(gm, examples, options);

@@ -9,33 +9,26 @@
 namespace qflow::onnx::detail {
 namespace {
 
-using fx::Arguments;
 using fx::Node;
-
-double scalar_arg(const Node& n, const fx::Argument& a, std::string_view what) {
-  QFLOW_ONNX_CHECK(a.is_int() || a.is_double() || a.is_bool(), n, "argument '{}' must be a number, got {}", what,
-                   fx::format_argument(a));
-  return a.is_bool() ? (a.to_bool() ? 1.0 : 0.0) : a.to_double();
-}
 
 /// A 0-d constant of `like`'s dtype (ONNX's element-wise ops want equal element types).
 std::string constant_like(ExportContext& c, const Node& n, std::string_view suffix, double value) {
   return c.builder.scalar(ExportContext::tmp(n, suffix), value, c.dtype(n));
 }
 
-void unary(ExportContext& c, const Node& n, const Arguments& a, std::string_view op) {
-  c.emit(n, op, {c.tensor_arg(n, a[0], "self")});
+void unary(ExportContext& c, const Node& n, const NodeArgs& a, std::string_view op) {
+  c.emit(n, op, {c.input(a, "self")});
 }
 
-void clip(ExportContext& c, const Node& n, const Arguments& a, std::optional<double> lo, std::optional<double> hi) {
-  std::vector<std::string> inputs{c.tensor_arg(n, a[0], "self")};
+void clip(ExportContext& c, const Node& n, const NodeArgs& a, std::optional<double> lo, std::optional<double> hi) {
+  std::vector<std::string> inputs{c.input(a, "self")};
   inputs.push_back(lo ? constant_like(c, n, "min", *lo) : "");
   if (hi) inputs.push_back(constant_like(c, n, "max", *hi));
   c.emit(n, "Clip", inputs);
 }
 
-void hardswish(ExportContext& c, const Node& n, const Arguments& a) {
-  const std::string x = c.tensor_arg(n, a[0], "self");
+void hardswish(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const std::string x = c.input(a, "self");
   if (c.options.opset >= 14) return c.emit(n, "HardSwish", {x});
   // HardSwish arrived in opset 14; before it, x * HardSigmoid(x) with alpha 1/6, beta 1/2
   // is the same function: x * clamp(x/6 + 1/2, 0, 1) = x * relu6(x + 3) / 6.
@@ -45,10 +38,10 @@ void hardswish(ExportContext& c, const Node& n, const Arguments& a) {
 }
 
 /// add/sub(self, other, alpha): self ± alpha·other.
-void add_sub(ExportContext& c, const Node& n, const Arguments& a, std::string_view op) {
-  const std::string x = c.tensor_arg(n, a[0], "self");
-  std::string y = c.tensor_arg(n, a[1], "other");
-  const double alpha = scalar_arg(n, a[2], "alpha");
+void add_sub(ExportContext& c, const Node& n, const NodeArgs& a, std::string_view op) {
+  const std::string x = c.input(a, "self");
+  std::string y = c.input(a, "other");
+  const double alpha = scalar_arg(a, "alpha");
   if (alpha != 1.0) {
     const std::string scaled = ExportContext::tmp(n, "scaled");
     c.builder.node("Mul", {y, constant_like(c, n, "alpha", alpha)}, {scaled});
@@ -57,8 +50,13 @@ void add_sub(ExportContext& c, const Node& n, const Arguments& a, std::string_vi
   c.emit(n, op, {x, y});
 }
 
-void binary_scalar(ExportContext& c, const Node& n, const Arguments& a, std::string_view op) {
-  c.emit(n, op, {c.tensor_arg(n, a[0], "self"), constant_like(c, n, "other", scalar_arg(n, a[1], "other"))});
+/// op(self, other) of two tensors.
+void binary(ExportContext& c, const Node& n, const NodeArgs& a, std::string_view op) {
+  c.emit(n, op, {c.input(a, "self"), c.input(a, "other")});
+}
+
+void binary_scalar(ExportContext& c, const Node& n, const NodeArgs& a, std::string_view op) {
+  c.emit(n, op, {c.input(a, "self"), constant_like(c, n, "other", scalar_arg(a, "other"))});
 }
 
 std::vector<int64_t> pads_of(const std::vector<int64_t>& p) { return {p[0], p[1], p[0], p[1]}; }
@@ -69,14 +67,14 @@ int64_t onnx_ceil_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64
   return (span + stride - 1) / stride + 1;
 }
 
-void max_pool2d(ExportContext& c, const Node& n, const Arguments& a) {
-  const auto k = pair_arg(n, a[1], "kernel_size");
-  const auto s = pair_arg(n, a[2], "stride", k);
-  const auto p = pair_arg(n, a[3], "padding");
-  const auto d = pair_arg(n, a[4], "dilation");
-  const bool ceil_mode = a[5].to_bool();
+void max_pool2d(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const auto k = pair_arg(a, "kernel_size");
+  const auto s = pair_arg(a, "stride", k);
+  const auto p = pair_arg(a, "padding");
+  const auto d = pair_arg(a, "dilation");
+  const bool ceil_mode = a["ceil_mode"].to_bool();
   if (ceil_mode) {
-    const auto& in = c.shape(*a[0].node());
+    const auto& in = c.shape(a.producer("self"));
     const auto& out = c.shape(n);
     for (size_t i = 0; i < 2; ++i)
       QFLOW_ONNX_CHECK(onnx_ceil_size(in[2 + i], k[i], p[i], s[i], d[i]) == out[2 + i], n,
@@ -84,29 +82,29 @@ void max_pool2d(ExportContext& c, const Node& n, const Arguments& a) {
                        "the padding) but {} in ONNX",
                        out[2 + i], 2 + i, onnx_ceil_size(in[2 + i], k[i], p[i], s[i], d[i]));
   }
-  c.emit(n, "MaxPool", {c.tensor_arg(n, a[0], "self")},
+  c.emit(n, "MaxPool", {c.input(a, "self")},
          {Attr("kernel_shape", k), Attr("strides", s), Attr("pads", pads_of(p)), Attr("dilations", d),
           Attr("ceil_mode", ceil_mode ? 1 : 0)});
 }
 
-void avg_pool2d(ExportContext& c, const Node& n, const Arguments& a) {
-  const auto k = pair_arg(n, a[1], "kernel_size");
-  const auto s = pair_arg(n, a[2], "stride", k);
-  const auto p = pair_arg(n, a[3], "padding");
+void avg_pool2d(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const auto k = pair_arg(a, "kernel_size");
+  const auto s = pair_arg(a, "stride", k);
+  const auto p = pair_arg(a, "padding");
   // With ceil_mode the divisor of a window hanging over the edge differs between PyTorch's
   // rule and ONNX Runtime's, so such a node cannot be exported faithfully.
-  QFLOW_ONNX_CHECK(!a[4].to_bool(), n, "avg_pool2d with ceil_mode=True has no exact ONNX AveragePool equivalent");
-  QFLOW_ONNX_CHECK(a[6].is_none(), n, "avg_pool2d with divisor_override={} has no ONNX equivalent",
-                   fx::format_argument(a[6]));
-  c.emit(n, "AveragePool", {c.tensor_arg(n, a[0], "self")},
+  QFLOW_ONNX_CHECK(!a["ceil_mode"].to_bool(), n, "avg_pool2d with ceil_mode=True has no exact ONNX AveragePool equivalent");
+  QFLOW_ONNX_CHECK(a["divisor_override"].is_none(), n, "avg_pool2d with divisor_override={} has no ONNX equivalent",
+                   fx::format_argument(a["divisor_override"]));
+  c.emit(n, "AveragePool", {c.input(a, "self")},
          {Attr("kernel_shape", k), Attr("strides", s), Attr("pads", pads_of(p)),
-          Attr("count_include_pad", a[5].to_bool() ? 1 : 0)});
+          Attr("count_include_pad", a["count_include_pad"].to_bool() ? 1 : 0)});
 }
 
-void adaptive_avg_pool2d(ExportContext& c, const Node& n, const Arguments& a) {
-  const std::string x = c.tensor_arg(n, a[0], "self");
-  const auto out = pair_arg(n, a[1], "output_size");
-  const auto& in = c.shape(*a[0].node());
+void adaptive_avg_pool2d(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const std::string x = c.input(a, "self");
+  const auto out = pair_arg(a, "output_size");
+  const auto& in = c.shape(a.producer("self"));
   if (out[0] == 1 && out[1] == 1) return c.emit(n, "GlobalAveragePool", {x});
   // Equal windows exist only when the output size divides the input size.
   QFLOW_ONNX_CHECK(in[2] % out[0] == 0 && in[3] % out[1] == 0, n,
@@ -117,26 +115,38 @@ void adaptive_avg_pool2d(ExportContext& c, const Node& n, const Arguments& a) {
   c.emit(n, "AveragePool", {x}, {Attr("kernel_shape", k), Attr("strides", k)});
 }
 
-void mean(ExportContext& c, const Node& n, const Arguments& a) {
-  std::vector<Attr> attrs{Attr("keepdims", a[2].to_bool() ? 1 : 0)};
+void mean(ExportContext& c, const Node& n, const NodeArgs& a) {
+  std::vector<Attr> attrs{Attr("keepdims", a["keepdim"].to_bool() ? 1 : 0)};
   std::vector<int64_t> dims;
-  QFLOW_ONNX_CHECK(a[1].is_int_list(), n, "argument 'dim' must be int[], got {}", fx::format_argument(a[1]));
-  for (const fx::IntOrNode& e : a[1].int_list()) {
+  const fx::Argument& dim = a["dim"];
+  QFLOW_ONNX_CHECK(dim.is_int_list(), n, "argument 'dim' must be int[], got {}", fx::format_argument(dim));
+  for (const fx::IntOrNode& e : dim.int_list()) {
     QFLOW_ONNX_CHECK(std::holds_alternative<int64_t>(e), n, "argument 'dim' must be constant");
     dims.push_back(std::get<int64_t>(e));
   }
   if (!dims.empty()) attrs.emplace_back("axes", dims);  // empty: every axis, ONNX's default too
-  c.emit(n, "ReduceMean", {c.tensor_arg(n, a[0], "self")}, attrs);
+  c.emit(n, "ReduceMean", {c.input(a, "self")}, attrs);
 }
 
-/// view/reshape(self, sizes). A size read from the input itself (`x.size(i)` at position i)
-/// becomes ONNX's 0 ("copy this dimension"), so the batch dimension stays symbolic;
-/// `view(x.size(0), -1)` is ONNX's Flatten.
-void reshape(ExportContext& c, const Node& n, const Arguments& a) {
-  const Node& self = *a[0].node();
-  const std::string x = c.tensor_arg(n, a[0], "self");
+/// True when `s` is `sym_size(self, position)`: the size of `self`'s own dimension `position`.
+bool is_own_size(const Node& s, const Node& self, size_t position) {
+  if (s.target() != "sym_size") return false;
+  const NodeArgs sa(s);
+  return sa["self"].is_node() && sa["self"].node() == &self && sa["dim"].is_int() &&
+         sa["dim"].to_int() == static_cast<int64_t>(position);
+}
+
+/// view(self, size) / reshape(self, shape), the sizes argument called `sizes_name`. A size
+/// read from the input itself (`x.size(i)` at position i) becomes ONNX's 0 ("copy this
+/// dimension"), so the batch dimension stays symbolic; `view(x.size(0), -1)` is ONNX's Flatten.
+void reshape(ExportContext& c, const Node& n, const NodeArgs& a, std::string_view sizes_name) {
+  const Node& self = a.producer("self");
+  const std::string x = c.input(a, "self");
   std::vector<int64_t> shape;
-  const auto& sizes = a[1].int_list();
+  const fx::Argument& sizes_arg = a[sizes_name];
+  QFLOW_ONNX_CHECK(sizes_arg.is_int_list(), n, "argument '{}' must be int[], got {}", sizes_name,
+                   fx::format_argument(sizes_arg));
+  const auto& sizes = sizes_arg.int_list();
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (const auto* v = std::get_if<int64_t>(&sizes[i])) {
       QFLOW_ONNX_CHECK(*v != 0, n, "a size of 0 would mean 'copy' in ONNX's Reshape");
@@ -144,9 +154,7 @@ void reshape(ExportContext& c, const Node& n, const Arguments& a) {
       continue;
     }
     const Node* s = std::get<Node*>(sizes[i]);
-    const bool own_dim = s->target() == "sym_size" && s->args().size() == 2 && s->args()[0].is_node() &&
-                         s->args()[0].node() == &self && s->args()[1].to_int() == static_cast<int64_t>(i);
-    QFLOW_ONNX_CHECK(own_dim, n,
+    QFLOW_ONNX_CHECK(is_own_size(*s, self, i), n,
                      "size {} is computed by %{}; ONNX export supports symbolic sizes only as the input's own size "
                      "at the same position (x.size({}))",
                      i, s->name(), i);
@@ -156,13 +164,13 @@ void reshape(ExportContext& c, const Node& n, const Arguments& a) {
   c.emit(n, "Reshape", {x, c.builder.int64s(ExportContext::tmp(n, "shape"), shape)});
 }
 
-void flatten(ExportContext& c, const Node& n, const Arguments& a) {
-  const auto& in = c.shape(*a[0].node());
+void flatten(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const auto& in = c.shape(a.producer("self"));
   const auto rank = static_cast<int64_t>(in.size());
-  int64_t start = a[1].to_int(), end = a[2].to_int();
+  int64_t start = a["start_dim"].to_int(), end = a["end_dim"].to_int();
   if (start < 0) start += rank;
   if (end < 0) end += rank;
-  const std::string x = c.tensor_arg(n, a[0], "self");
+  const std::string x = c.input(a, "self");
   if (start == 1 && end == rank - 1) return c.emit(n, "Flatten", {x}, {Attr("axis", 1)});
   // Leading dims copied (0), the flattened run as -1, trailing dims by their fixed size.
   std::vector<int64_t> shape(static_cast<size_t>(start), 0);
@@ -171,95 +179,97 @@ void flatten(ExportContext& c, const Node& n, const Arguments& a) {
   c.emit(n, "Reshape", {x, c.builder.int64s(ExportContext::tmp(n, "shape"), shape)});
 }
 
-void transpose_2d(ExportContext& c, const Node& n, const Arguments& a) {
-  if (c.shape(*a[0].node()).size() < 2) return c.alias(n, a[0]);
-  c.emit(n, "Transpose", {c.tensor_arg(n, a[0], "self")}, {Attr("perm", std::vector<int64_t>{1, 0})});
+void transpose_2d(ExportContext& c, const Node& n, const NodeArgs& a) {
+  if (c.shape(a.producer("self")).size() < 2) return c.alias(n, a["self"]);
+  c.emit(n, "Transpose", {c.input(a, "self")}, {Attr("perm", std::vector<int64_t>{1, 0})});
 }
 
-void addmm(ExportContext& c, const Node& n, const Arguments& a) {
-  c.emit(n, "Gemm", {c.tensor_arg(n, a[1], "mat1"), c.tensor_arg(n, a[2], "mat2"), c.tensor_arg(n, a[0], "self")},
-         {Attr("beta", static_cast<float>(scalar_arg(n, a[3], "beta"))),
-          Attr("alpha", static_cast<float>(scalar_arg(n, a[4], "alpha")))});
+void addmm(ExportContext& c, const Node& n, const NodeArgs& a) {
+  c.emit(n, "Gemm", {c.input(a, "mat1"), c.input(a, "mat2"), c.input(a, "self")},
+         {Attr("beta", static_cast<float>(scalar_arg(a, "beta"))),
+          Attr("alpha", static_cast<float>(scalar_arg(a, "alpha")))});
 }
 
-void cat(ExportContext& c, const Node& n, const Arguments& a) {
-  QFLOW_ONNX_CHECK(a[0].is_node_list(), n, "cat: expected a list of tensors, got {}", fx::format_argument(a[0]));
+void cat(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const fx::Argument& tensors = a["tensors"];
+  QFLOW_ONNX_CHECK(tensors.is_node_list(), n, "cat: expected a list of tensors, got {}", fx::format_argument(tensors));
   std::vector<std::string> inputs;
-  for (const Node* t : a[0].node_list()) inputs.push_back(c.value(*t, n));
-  c.emit(n, "Concat", inputs, {Attr("axis", a[1].to_int())});
+  for (const Node* t : tensors.node_list()) inputs.push_back(c.value(*t, n));
+  c.emit(n, "Concat", inputs, {Attr("axis", a["dim"].to_int())});
 }
 
-void native_dropout(ExportContext& c, const Node& n, const Arguments& a) {
-  QFLOW_ONNX_CHECK(!a[2].to_bool(), n, "dropout in training mode is random; export the model in eval mode");
+void native_dropout(ExportContext& c, const Node& n, const NodeArgs& a) {
+  QFLOW_ONNX_CHECK(!a["train"].to_bool(), n, "dropout in training mode is random; export the model in eval mode");
   // Eval dropout is the identity; its keep-mask output has no ONNX value.
-  c.bind(n, {c.tensor_arg(n, a[0], "input"), ""});
+  c.bind(n, {c.input(a, "input"), ""});
 }
 
-void batch_norm(ExportContext& c, const Node& n, const Arguments& a) {
-  QFLOW_ONNX_CHECK(!a[5].to_bool(), n, "batch_norm with training=True normalises with batch statistics; ONNX's "
-                                       "BatchNormalization uses running statistics (export in eval mode)");
-  QFLOW_ONNX_CHECK(!a[3].is_none() && !a[4].is_none(), n, "batch_norm without running statistics");
-  const auto channels = c.shape(*a[0].node()).at(1);
+void batch_norm(ExportContext& c, const Node& n, const NodeArgs& a) {
+  QFLOW_ONNX_CHECK(!a["training"].to_bool(), n, "batch_norm with training=True normalises with batch statistics; "
+                                                "ONNX's BatchNormalization uses running statistics (export in eval mode)");
+  QFLOW_ONNX_CHECK(!a["running_mean"].is_none() && !a["running_var"].is_none(), n,
+                   "batch_norm without running statistics");
+  const auto channels = c.shape(a.producer("input")).at(1);
   const DType dt = c.dtype(n);
-  auto affine = [&](const fx::Argument& arg, std::string_view name, double fill) {
-    if (!arg.is_none()) return c.tensor_arg(n, arg, name);
+  auto affine = [&](std::string_view name, double fill) {
+    if (!a[name].is_none()) return c.input(a, name);
     return c.builder.initializer(ExportContext::tmp(n, name), full({channels}, fill, dt));
   };
   c.emit(n, "BatchNormalization",
-         {c.tensor_arg(n, a[0], "input"), affine(a[1], "weight", 1.0), affine(a[2], "bias", 0.0),
-          c.tensor_arg(n, a[3], "running_mean"), c.tensor_arg(n, a[4], "running_var")},
-         {Attr("epsilon", static_cast<float>(a[7].to_double())), Attr("momentum", static_cast<float>(1.0 - a[6].to_double()))});
+         {c.input(a, "input"), affine("weight", 1.0), affine("bias", 0.0), c.input(a, "running_mean"),
+          c.input(a, "running_var")},
+         {Attr("epsilon", static_cast<float>(a["eps"].to_double())),
+          Attr("momentum", static_cast<float>(1.0 - a["momentum"].to_double()))});
 }
 
-void conv2d(ExportContext& c, const Node& n, const Arguments& a) {
-  const auto& w = c.shape(*a[1].node());
+void conv2d(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const auto& w = c.shape(a.producer("weight"));
   QFLOW_ONNX_CHECK(w.size() == 4, n, "conv2d weight must be 4-d, got shape [{}]", fmt::join(w, ", "));
-  std::vector<std::string> inputs{c.tensor_arg(n, a[0], "input"), c.tensor_arg(n, a[1], "weight")};
-  if (!a[2].is_none()) inputs.push_back(c.tensor_arg(n, a[2], "bias"));
+  std::vector<std::string> inputs{c.input(a, "input"), c.input(a, "weight")};
+  if (!a["bias"].is_none()) inputs.push_back(c.input(a, "bias"));
   c.emit(n, "Conv", inputs,
-         {Attr("kernel_shape", std::vector<int64_t>{w[2], w[3]}), Attr("strides", pair_arg(n, a[3], "stride")),
-          Attr("pads", pads_of(pair_arg(n, a[4], "padding"))), Attr("dilations", pair_arg(n, a[5], "dilation")),
-          Attr("group", a[6].to_int())});
+         {Attr("kernel_shape", std::vector<int64_t>{w[2], w[3]}), Attr("strides", pair_arg(a, "stride")),
+          Attr("pads", pads_of(pair_arg(a, "padding"))), Attr("dilations", pair_arg(a, "dilation")),
+          Attr("group", a["groups"].to_int())});
 }
 
 }  // namespace
 
 void add_float_function_converters(std::map<std::string, FunctionConverter>& t) {
-  auto u = [](std::string_view op) {
-    return [op](ExportContext& c, const Node& n, const Arguments& a) { unary(c, n, a, op); };
+  using Converter = void (*)(ExportContext&, const Node&, const NodeArgs&, std::string_view);
+  auto with = [](Converter convert, std::string_view op) {
+    return [convert, op](ExportContext& c, const Node& n, const NodeArgs& a) { convert(c, n, a, op); };
   };
-  t["relu"] = u("Relu");
-  t["sigmoid"] = u("Sigmoid");
-  t["tanh"] = u("Tanh");
-  t["relu6"] = [](ExportContext& c, const Node& n, const Arguments& a) { clip(c, n, a, 0.0, 6.0); };
-  t["hardtanh"] = [](ExportContext& c, const Node& n, const Arguments& a) {
-    clip(c, n, a, scalar_arg(n, a[1], "min_val"), scalar_arg(n, a[2], "max_val"));
+  t["relu"] = with(unary, "Relu");
+  t["sigmoid"] = with(unary, "Sigmoid");
+  t["tanh"] = with(unary, "Tanh");
+  t["neg"] = with(unary, "Neg");
+  t["relu6"] = [](ExportContext& c, const Node& n, const NodeArgs& a) { clip(c, n, a, 0.0, 6.0); };
+  t["hardtanh"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
+    clip(c, n, a, scalar_arg(a, "min_val"), scalar_arg(a, "max_val"));
   };
-  t["clamp"] = [](ExportContext& c, const Node& n, const Arguments& a) {
-    auto opt = [&](const fx::Argument& v, std::string_view what) {
-      return v.is_none() ? std::nullopt : std::optional<double>(scalar_arg(n, v, what));
+  t["clamp"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
+    auto bound = [&](std::string_view name) {
+      return a[name].is_none() ? std::nullopt : std::optional<double>(scalar_arg(a, name));
     };
-    clip(c, n, a, opt(a[1], "min"), opt(a[2], "max"));
+    clip(c, n, a, bound("min"), bound("max"));
   };
   t["hardswish"] = hardswish;
-  t["leaky_relu"] = [](ExportContext& c, const Node& n, const Arguments& a) {
-    c.emit(n, "LeakyRelu", {c.tensor_arg(n, a[0], "self")},
-           {Attr("alpha", static_cast<float>(scalar_arg(n, a[1], "negative_slope")))});
+  t["leaky_relu"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
+    c.emit(n, "LeakyRelu", {c.input(a, "self")},
+           {Attr("alpha", static_cast<float>(scalar_arg(a, "negative_slope")))});
   };
-  t["add"] = [](ExportContext& c, const Node& n, const Arguments& a) { add_sub(c, n, a, "Add"); };
-  t["sub"] = [](ExportContext& c, const Node& n, const Arguments& a) { add_sub(c, n, a, "Sub"); };
-  t["mul"] = [](ExportContext& c, const Node& n, const Arguments& a) {
-    c.emit(n, "Mul", {c.tensor_arg(n, a[0], "self"), c.tensor_arg(n, a[1], "other")});
-  };
-  t["div"] = [](ExportContext& c, const Node& n, const Arguments& a) {
+  t["add"] = with(add_sub, "Add");
+  t["sub"] = with(add_sub, "Sub");
+  t["mul"] = with(binary, "Mul");
+  t["div"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
     QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
-    c.emit(n, "Div", {c.tensor_arg(n, a[0], "self"), c.tensor_arg(n, a[1], "other")});
+    binary(c, n, a, "Div");
   };
-  t["neg"] = u("Neg");
-  t["add.Scalar"] = [](ExportContext& c, const Node& n, const Arguments& a) { binary_scalar(c, n, a, "Add"); };
-  t["sub.Scalar"] = [](ExportContext& c, const Node& n, const Arguments& a) { binary_scalar(c, n, a, "Sub"); };
-  t["mul.Scalar"] = [](ExportContext& c, const Node& n, const Arguments& a) { binary_scalar(c, n, a, "Mul"); };
-  t["div.Scalar"] = [](ExportContext& c, const Node& n, const Arguments& a) {
+  t["add.Scalar"] = with(binary_scalar, "Add");
+  t["sub.Scalar"] = with(binary_scalar, "Sub");
+  t["mul.Scalar"] = with(binary_scalar, "Mul");
+  t["div.Scalar"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
     QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
     binary_scalar(c, n, a, "Div");
   };
@@ -267,22 +277,60 @@ void add_float_function_converters(std::map<std::string, FunctionConverter>& t) 
   t["avg_pool2d"] = avg_pool2d;
   t["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
   t["mean"] = mean;
-  t["view"] = reshape;
-  t["reshape"] = reshape;
+  t["view"] = with(reshape, "size");
+  t["reshape"] = with(reshape, "shape");
   t["flatten"] = flatten;
   t["t"] = transpose_2d;
   t["addmm"] = addmm;
-  t["matmul"] = [](ExportContext& c, const Node& n, const Arguments& a) {
-    c.emit(n, "MatMul", {c.tensor_arg(n, a[0], "self"), c.tensor_arg(n, a[1], "other")});
+  t["matmul"] = with(binary, "MatMul");
+  t["mm"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
+    c.emit(n, "MatMul", {c.input(a, "self"), c.input(a, "mat2")});
   };
-  t["mm"] = t["matmul"];
   t["cat"] = cat;
   t["native_dropout"] = native_dropout;
-  t["contiguous"] = [](ExportContext& c, const Node& n, const Arguments& a) { c.alias(n, a[0]); };
+  t["contiguous"] = [](ExportContext& c, const Node& n, const NodeArgs& a) { c.alias(n, a["self"]); };
   t["batch_norm"] = batch_norm;
   t["conv2d"] = conv2d;
   // A symbolic size has no tensor value; reshape reads it from the graph (see reshape).
-  t["sym_size"] = [](ExportContext&, const Node&, const Arguments&) {};
+  t["sym_size"] = [](ExportContext&, const Node&, const NodeArgs&) {};
+}
+
+void add_float_refusals(std::map<std::string, std::string>& t) {
+  auto refuse = [&t](std::initializer_list<const char*> ops, const std::string& reason) {
+    for (const char* op : ops) t[op] = reason;
+  };
+  refuse({"adaptive_avg_pool2d_backward", "avg_pool2d_backward", "batch_norm_relu_backward", "conv2d_backward",
+          "cross_entropy_backward", "hardswish_backward", "hardtanh_backward", "l1_loss_backward",
+          "leaky_relu_backward", "log_softmax_backward", "max_pool2d_with_indices_backward", "mse_loss_backward",
+          "native_batch_norm_backward", "native_dropout_backward", "nll_loss_backward", "softmax_backward",
+          "threshold_backward", "value_selecting_reduction_backward"},
+         "a backward op; ONNX export writes the eval-mode forward computation");
+  refuse({"add_", "add_.Scalar", "sub_", "sub_.Scalar", "mul_", "mul_.Scalar", "div_", "div_.Scalar", "clamp_", "relu_",
+          "copy_", "fill_", "zero_"},
+         "an in-place op; ONNX values cannot be overwritten (use the out-of-place op in the model's forward)");
+  refuse({"rand", "randn", "randint", "randperm", "rand_like", "randn_like"},
+         "a random draw; the exported graph must compute the same values every run");
+  refuse({"arange", "empty", "full", "linspace"},
+         "a tensor factory; a model's constants reach the exported graph as buffers (initializers)");
+  refuse({"sym_add", "sym_sub", "sym_mul", "sym_div", "sym_mod"},
+         "arithmetic on symbolic sizes; ONNX export supports symbolic sizes only as view/reshape dimensions");
+  refuse({"nll_loss", "cross_entropy", "mse_loss", "l1_loss"}, "a training loss; export the model without its loss");
+  refuse({"native_batch_norm", "max_pool2d_with_indices"},
+         "returns training-time extras (batch statistics, argmax indices) the exported graph has no use for; "
+         "the eval-mode model calls batch_norm / max_pool2d");
+  refuse({"add_relu", "conv2d_relu", "batch_norm_relu"},
+         "a fused kernel that qflow's inference passes create; export the model before fusing, where add/conv2d/"
+         "batch_norm and relu are separate ops");
+  refuse({"detach", "item"}, "no computation for ONNX to express (autograd bookkeeping or a host scalar)");
+  // The rest: no converter has been written because no exported model has needed one. Each
+  // one added must match the op exactly, checked against ONNX Runtime (export_ops_test).
+  refuse({"abs", "exp", "log", "sqrt", "rsqrt", "sign", "round", "floor", "pow", "pow.Scalar", "minimum", "maximum",
+          "rsub", "rdiv", "eq", "ne", "lt", "le", "gt", "ge", "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar",
+          "gt.Scalar", "ge.Scalar", "where", "softmax", "log_softmax", "sum", "var", "std", "logsumexp", "amax", "amin",
+          "max.all", "min.all", "max.dim", "min.dim", "argmax", "argmin", "sum_to", "mul_sum_to", "permute",
+          "transpose", "squeeze", "squeeze.dim", "unsqueeze", "narrow", "slice", "select", "expand", "stack",
+          "index_select", "index_add", "to", "clone", "bmm"},
+         "no ONNX converter has been written for it yet (no exported model has needed one)");
 }
 
 }  // namespace qflow::onnx::detail

@@ -157,19 +157,25 @@ Tensor frozen(ExportContext& c, const fx::Node& n, const fx::Argument& a, std::s
   return c.gm.get_attr(a.node()->target());
 }
 
-/// fake_quantize(self, scale, zero_point, quant_min, quant_max, axis, clipped_ste).
-void fake_quantize(ExportContext& c, const fx::Node& n, const fx::Arguments& a) {
+void fake_quantize(ExportContext& c, const fx::Node& n, const NodeArgs& a) {
   c.quantized = true;
-  const Grid g = onnx_grid(c, n, a[3].to_int(), a[4].to_int());
-  const std::string x = c.tensor_arg(n, a[0], "self");
-  const std::string out = quant_dequant(c, n, x, frozen(c, n, a[1], "scale"), frozen(c, n, a[2], "zero_point"),
-                                        a[5].to_int(), g, n.name());
+  const Grid g = onnx_grid(c, n, a["quant_min"].to_int(), a["quant_max"].to_int());
+  const std::string x = c.input(a, "self");
+  const std::string out = quant_dequant(c, n, x, frozen(c, n, a["scale"], "scale"),
+                                        frozen(c, n, a["zero_point"], "zero_point"), a["axis"].to_int(), g, n.name());
   c.bind(n, {out});
 }
 
 }  // namespace
 
 void add_quant_function_converters(std::map<std::string, FunctionConverter>& t) { t["fake_quantize"] = fake_quantize; }
+
+void add_quant_refusals(std::map<std::string, std::string>& t) {
+  t["fake_quantize_backward"] = "a backward op; ONNX export writes the eval-mode forward computation";
+  const std::string deployed = "an integer kernel of deployed layers; the exporter writes deployed layers (DConv2d, "
+                               "DLinear) as QuantizeLinear/DequantizeLinear around float Conv/Gemm (Note [Q/DQ export])";
+  for (const char* op : {"quantize", "quantized_conv2d", "quantized_conv2d_add_"}) t[op] = deployed;
+}
 
 void add_quant_module_converters(std::unordered_map<std::type_index, ModuleConverter>& t) {
   t[typeid(quant::DConv2d)] = dconv2d;

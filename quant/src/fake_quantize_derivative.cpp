@@ -6,15 +6,14 @@
 namespace qflow::quant {
 namespace {
 
-// Flat inputs: self (0), scale (1), zero_point (2). Arguments: ..., quant_min (3),
-// quant_max (4), axis (5), clipped_ste (6). The pure estimator reads no saved tensor, so
-// it never trips the version check on them; scale and zero_point are statistics and get
-// no gradient (undefined), like the qparams of PyTorch's fake_quantize_per_*_affine.
+// The pure estimator reads no saved tensor, so it never trips the version check on them;
+// scale and zero_point are statistics and get no gradient (undefined), like the qparams of
+// PyTorch's fake_quantize_per_*_affine.
 TensorList fake_quantize_rule(const autograd::BackwardContext& ctx, const TensorList& g) {
-  if (!ctx.arg(6).to_bool()) return {g[0], Tensor(), Tensor()};
-  return {fake_quantize_backward(g[0], ctx.input(0), ctx.input(1), ctx.input(2), ctx.arg(3).to_int(),
-                                 ctx.arg(4).to_int(), ctx.arg(5).to_int()),
-          Tensor(), Tensor()};
+  if (!ctx.arg("clipped_ste").to_bool()) return ctx.gradients({{"self", g[0]}});
+  return ctx.gradients({{"self", fake_quantize_backward(g[0], ctx.input("self"), ctx.input("scale"),
+                                                        ctx.input("zero_point"), ctx.arg("quant_min").to_int(),
+                                                        ctx.arg("quant_max").to_int(), ctx.arg("axis").to_int())}});
 }
 
 }  // namespace
@@ -24,4 +23,6 @@ QFLOW_REGISTER_DERIVATIVES(fake_quantize) {
   using namespace qflow::autograd;
   registry.def("fake_quantize", {.node_name = "FakeQuantizeBackward", .save_inputs = kSaveAll,
                                  .backward = qflow::quant::fake_quantize_rule});
+  registry.no_derivative({"fake_quantize_backward"}, kNoDoubleBackward);
+  registry.non_differentiable({"quantize"}, "integer output (the quantized values)");
 }

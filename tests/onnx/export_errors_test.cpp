@@ -39,12 +39,36 @@ struct BnNet : nn::Cloneable<BnNet> {
   Tensor forward(const Tensor& x) override { return F::relu((*bn)((*conv)(x))); }
 };
 
+/// Calls an op registered here with neither an ONNX converter nor a refusal (op_coverage_test
+/// leaves it out of its count).
+struct UnaccountedOpNet : nn::Cloneable<UnaccountedOpNet> {
+  static Stack identity(Stack& args) { return {Value(args.front().tensor().clone())}; }
+  static std::vector<TensorMeta> like_self(const Stack& args) {
+    return {{args.front().tensor().sizes(), args.front().tensor().dtype()}};
+  }
+  UnaccountedOpNet() {
+    static const bool registered = [] {
+      OpRegistry::instance().def("coverage_test_unaccounted(Tensor self) -> Tensor", like_self, identity);
+      return true;
+    }();
+    (void)registered;
+  }
+  Tensor forward(const Tensor& x) override { return call_op("coverage_test_unaccounted", {Value(x)}).at(0).tensor(); }
+};
+
 class ExportErrorTest : public OnnxTest {};
 
-TEST_F(ExportErrorTest, UnsupportedOpIsRefusedNamingTheNodeAndNothingIsWritten) {
+TEST_F(ExportErrorTest, AnOpWithNeitherConverterNorRefusalIsRefusedAsUnaccounted) {
+  const std::string msg = error_of([&] { onnx::export_to_bytes(std::make_shared<UnaccountedOpNet>(), randn({1, 3})); });
+  EXPECT_THAT(msg, HasSubstr("(call_function[target=coverage_test_unaccounted]): no ONNX conversion for op "
+                             "'coverage_test_unaccounted' (it has neither a converter nor a declared refusal"));
+}
+
+TEST_F(ExportErrorTest, RefusedOpIsRefusedNamingTheNodeAndTheReasonAndNothingIsWritten) {
   const std::string file = path("exp.onnx");
   const std::string msg = error_of([&] { onnx::export_model(std::make_shared<ExpNet>(), randn({1, 3, 8, 8}), file); });
-  EXPECT_THAT(msg, HasSubstr("onnx export: node %exp (call_function[target=exp]): no ONNX conversion for op 'exp'"));
+  EXPECT_THAT(msg, HasSubstr("onnx export: node %exp (call_function[target=exp]): op 'exp' cannot be exported: " +
+                             onnx::refused_ops().at("exp")));
   EXPECT_FALSE(std::filesystem::exists(file));
   EXPECT_FALSE(std::filesystem::exists(file + ".tmp"));
 }
@@ -53,7 +77,7 @@ TEST_F(ExportErrorTest, UnsupportedOpInsideAnInlinedLeafNamesTheModule) {
   fx::register_leaf_type<Softplusish>();
   const std::string msg = error_of([&] { onnx::export_to_bytes(std::make_shared<LeafNet>(), randn({1, 3, 8, 8})); });
   EXPECT_THAT(msg, HasSubstr("onnx export: node %act_exp (call_function[target=exp], from module "
-                             "call_module[target=act]): no ONNX conversion for op 'exp'"));
+                             "call_module[target=act]): op 'exp' cannot be exported"));
 }
 
 TEST_F(ExportErrorTest, AdaptivePoolWithUnequalWindowsIsRefused) {

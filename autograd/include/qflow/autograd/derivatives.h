@@ -5,20 +5,51 @@
 //   QFLOW_REGISTER_DERIVATIVES(arithmetic) {
 //     registry.def("mul", {.node_name = "MulBackward", .save_inputs = kSaveAll,
 //                          .backward = [](const BackwardContext& ctx, const TensorList& g) {
-//                            return TensorList{g[0] * ctx.input(1), g[0] * ctx.input(0)};
+//                            return ctx.gradients({{"self", g[0] * ctx.input("other")},
+//                                                  {"other", g[0] * ctx.input("self")}});
 //                          }});
+//     registry.non_differentiable({"eq", "ne"}, "boolean outputs");
 //   }
+//
+// Note [Derivatives read arguments by name]
+// A rule names the forward op's arguments as its schema does (`ctx.arg("ceil_mode")`,
+// `ctx.input("weight")`, `save_inputs({"input", "weight"})`), so the schema string stays the
+// one place that fixes the argument order. Names are resolved against the op's schema once
+// per rule, on the first recorded call (static initialisers of different layers run in no
+// fixed order, so the op may not be registered yet when the rule is); after that a lookup is
+// a scan of the op's few argument names, and the flat input index of each tensor argument is
+// precomputed. A name the schema does not have throws qflow::Error naming the op, the name
+// and the schema's arguments (tests/onnx/op_coverage_test.cpp resolves every rule's saved
+// names up front, so a misspelt save fails there rather than at someone's first backward).
 //
 // Inputs are numbered "flat": the tensors of the op's arguments in order, with Tensor[]
 // arguments expanded; a None given for a "Tensor?" argument keeps its slot as an undefined
 // input (needs_grad false, has_input false), so numbering follows the schema whatever the
-// caller passed. A rule returns one gradient per flat input (undefined = none); the engine
-// sums gradients that were broadcast back down to the input's shape, so element-wise rules
-// may return broadcast-shaped gradients. Backward formulas run with grad mode off.
+// caller passed. A rule returns one gradient per flat input (undefined = none), built by
+// name with ctx.gradients() (an op with a single tensor argument may return just `{grad}`;
+// cat and stack, whose only tensor argument is a Tensor[], return one per tensor of the
+// list, read with list_size / input_sizes(name, k) / needs_grad(name, k)); the engine sums gradients that were broadcast back down to the
+// input's shape, so element-wise rules may return broadcast-shaped gradients. Backward
+// formulas run with grad mode off.
+//
+// Every registered op has a rule or a declaration (the op-coverage test checks it):
+// non_differentiable() for ops whose outputs never carry a gradient (integer and boolean
+// results, random draws) — they run under autograd and their outputs have no history — and
+// no_derivative() for ops that have none in qflow (the backward ops: no double backward;
+// the integer kernels of deployed layers), which autograd refuses with the declared reason.
+// Two kinds need neither: ops without a tensor argument (factories; autograd never records
+// them) and in-place ops, differentiated through their out-of-place twin (inplace_twin,
+// Note [In-place ops under autograd]) unless they are declared themselves.
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "qflow/core/value.h"
@@ -28,26 +59,106 @@ namespace qflow::autograd {
 
 struct SavedTensor;
 
+/// The tensors a rule keeps for backward: all of them, or the named tensor arguments. A
+/// literal type, so that kSaveAll and friends are constants: rules are registered from static
+/// initialisers of other files, which must not see them unconstructed.
+struct SaveInputs {
+  static constexpr size_t kMaxNames = 8;
+  bool all = false;
+  std::array<std::string_view, kMaxNames> names{};
+  size_t count = 0;
+};
+inline constexpr SaveInputs kSaveNone{};
+inline constexpr SaveInputs kSaveAll{.all = true};
+/// The named tensor (or Tensor[]) arguments: `save_inputs({"input", "weight"})`.
+constexpr SaveInputs save_inputs(std::initializer_list<std::string_view> names) {
+  if (names.size() > SaveInputs::kMaxNames) throw std::length_error("save_inputs: more names than SaveInputs holds");
+  SaveInputs s;
+  for (std::string_view n : names) s.names[s.count++] = n;
+  return s;
+}
+
+/// The reason every backward op (conv2d_backward, softmax_backward, ...) gives in no_derivative.
+inline constexpr std::string_view kNoDoubleBackward =
+    "a backward op: qflow does not differentiate derivatives (no double backward)";
+
+namespace detail {
+/// One argument of a rule's op, resolved from its schema.
+struct ArgSlot {
+  std::string_view name{};
+  size_t index = 0;             // position in the schema
+  ArgType type = ArgType::Tensor;
+  std::optional<size_t> flat{};  // flat input index of a Tensor argument not preceded by a Tensor[]
+  bool saved = false;
+};
+
+/// A rule's op schema with every argument's slot; built once per rule (Note [Derivatives
+/// read arguments by name]).
+class RuleSignature {
+ public:
+  /// Resolves against `schema`; throws when a saved name is not one of its tensor arguments.
+  void resolve(const OpSchema& schema, const SaveInputs& save);
+  bool resolved() const { return schema_ != nullptr; }
+  /// The slot named `name`; throws qflow::Error naming the op, the name and the schema's arguments.
+  const ArgSlot& slot(std::string_view name) const;
+  const std::vector<ArgSlot>& slots() const { return slots_; }
+  const OpSchema& schema() const { return *schema_; }
+  /// True when some argument is a Tensor[] (flat indices then depend on the call).
+  bool has_tensor_list() const { return has_tensor_list_; }
+
+  std::once_flag once;
+
+ private:
+  const OpSchema* schema_ = nullptr;
+  std::vector<ArgSlot> slots_;
+  bool has_tensor_list_ = false;
+};
+}  // namespace detail
+
 class BackwardContext {
  public:
-  /// Saved flat input i (must be in the rule's save_inputs); throws if modified in place.
-  const Tensor& input(size_t i) const;
-  const std::vector<int64_t>& input_sizes(size_t i) const { return input_meta_.at(i).sizes; }
-  DType input_dtype(size_t i) const { return input_meta_.at(i).dtype; }
-  size_t num_inputs() const { return input_meta_.size(); }
-  /// True when flat input i was saved (it is in save_inputs and was not None/undefined).
-  bool has_input(size_t i) const { return i < saved_inputs_.size() && saved_inputs_[i] != nullptr; }
-  /// Positional argument of the forward call. Tensor arguments are not kept here.
-  const Value& arg(size_t i) const { return args_.at(i); }
+  /// The saved tensor argument `name` (must be in the rule's save_inputs); throws if it was
+  /// modified in place since.
+  const Tensor& input(std::string_view name) const;
+  /// True when tensor argument `name` was saved (in save_inputs, and not None).
+  bool has_input(std::string_view name) const { return has_input_at(flat_index(name)); }
+  /// The saved tensor argument `name`, or an undefined tensor when it was None.
+  Tensor input_or_none(std::string_view name) const;
+  const std::vector<int64_t>& input_sizes(std::string_view name) const { return input_meta_.at(flat_index(name)).sizes; }
+  DType input_dtype(std::string_view name) const { return input_meta_.at(flat_index(name)).dtype; }
+  /// True when tensor argument `name` requires grad (false for None).
+  bool needs_grad(std::string_view name) const { return needs_grad_.at(flat_index(name)); }
+
+  /// Tensor[] argument `name`: its length, and its k-th tensor's sizes and needs_grad.
+  size_t list_size(std::string_view name) const;
+  const std::vector<int64_t>& input_sizes(std::string_view name, size_t k) const {
+    return input_meta_.at(list_index(name, k)).sizes;
+  }
+  bool needs_grad(std::string_view name, size_t k) const { return needs_grad_.at(list_index(name, k)); }
+
+  /// The non-tensor argument `name` of the forward call (tensors are kept only as saved inputs).
+  const Value& arg(std::string_view name) const;
+
   /// Saved output i (requires save_outputs).
   const Tensor& output(size_t i) const;
   const TensorMeta& output_meta(size_t i) const { return output_meta_.at(i); }
-  bool needs_grad(size_t i) const { return needs_grad_.at(i); }
+
+  /// One gradient per flat input, from gradients of tensor arguments given by name (the
+  /// others undefined): what a rule returns.
+  TensorList gradients(std::initializer_list<std::pair<std::string_view, Tensor>> by_name) const;
 
  private:
   friend class OpBackward;
   friend class AutogradLayer;
+  size_t flat_index(std::string_view name) const;
+  size_t list_index(std::string_view name, size_t k) const;
+  const Tensor& input_at(size_t i) const;
+  bool has_input_at(size_t i) const { return i < saved_inputs_.size() && saved_inputs_[i] != nullptr; }
+
   std::string op_;
+  const detail::RuleSignature* signature_ = nullptr;
+  /// First flat input of each argument; filled only for ops with a Tensor[] argument.
+  std::vector<uint32_t> first_input_;
   Stack args_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
@@ -60,20 +171,28 @@ class BackwardContext {
 
 using BackwardFn = TensorList (*)(const BackwardContext& ctx, const TensorList& grads);
 
-inline constexpr uint64_t kSaveNone = 0;
-inline constexpr uint64_t kSaveAll = ~uint64_t{0};
-constexpr uint64_t save_inputs(std::initializer_list<int> idx) {
-  uint64_t m = 0;
-  for (int i : idx) m |= uint64_t{1} << i;
-  return m;
-}
+/// What autograd does with an op.
+enum class Differentiability : uint8_t {
+  Differentiable,     // a backward rule
+  NonDifferentiable,  // outputs never carry a gradient (argmax, eq, rand_like, ...)
+  NoDerivative,       // refused on tensors that require grad (backward ops: no double backward)
+};
 
 struct DerivativeRule {
-  std::string node_name;          // "MulBackward"
-  uint64_t save_inputs = kSaveNone;
+  std::string node_name;  // "MulBackward"
+  SaveInputs save_inputs = kSaveNone;
   bool save_outputs = false;
-  bool differentiable = true;     // false: outputs never carry history (argmax, eq, ...)
-  BackwardFn backward = nullptr;
+  Differentiability kind = Differentiability::Differentiable;
+  /// Why a declared op has no rule (set by non_differentiable / no_derivative).
+  std::string reason{};
+  /// Set by DerivativeRegistry::def.
+  std::string op{};
+  std::shared_ptr<detail::RuleSignature> signature{};
+  BackwardFn backward = nullptr;  // last: every rule's designated initializer ends with it
+
+  bool differentiable() const { return kind == Differentiability::Differentiable; }
+  /// The rule's argument slots, resolved against its op's schema on first use.
+  const detail::RuleSignature& resolved() const;
 };
 
 class DerivativeRegistry {
@@ -81,13 +200,28 @@ class DerivativeRegistry {
   static DerivativeRegistry& instance();
   /// Registers the rule of op `full_name` ("add", "max.dim").
   void def(std::string_view full_name, DerivativeRule rule);
-  /// Marks ops whose outputs never need gradients.
-  void non_differentiable(std::initializer_list<std::string_view> full_names);
+  /// Declares ops whose outputs never carry a gradient; `reason` says why ("boolean outputs").
+  void non_differentiable(std::initializer_list<std::string_view> full_names, std::string_view reason);
+  /// Declares ops without a derivative in qflow; autograd refuses them, quoting `reason`.
+  void no_derivative(std::initializer_list<std::string_view> full_names, std::string_view reason);
+  /// The declaration without a stated reason (fx/src/sym_ops.cpp's sym_size still makes it).
+  void non_differentiable(std::initializer_list<std::string_view> full_names) {
+    non_differentiable(full_names, "its outputs carry no gradient");
+  }
   const DerivativeRule* find(std::string_view full_name) const;
+  /// Every rule and declaration, by op name.
+  std::vector<const DerivativeRule*> all() const;
 
  private:
+  void declare(std::initializer_list<std::string_view> full_names, Differentiability kind, std::string_view reason);
   std::unordered_map<std::string, DerivativeRule> rules_;
 };
+
+/// The out-of-place twin through which autograd differentiates in-place op `schema`
+/// ("add_.Scalar" -> "add.Scalar"; Note [In-place ops under autograd]), or "" for copy_,
+/// fill_ and zero_, which it differentiates itself. For an in-place op without a rule or
+/// declaration of its own.
+std::string inplace_twin(const OpSchema& schema);
 
 namespace detail {
 struct DerivativeRegistrar {

@@ -106,4 +106,17 @@ ExportSummary export_to_bytes(const fx::GraphModule& gm, const TensorList& examp
 /// The qflow version recorded in metadata ("0.1.0").
 std::string qflow_version();
 
+// Note [ONNX coverage]
+// Every registered op either has a converter or is refused by a declaration with its reason
+// (onnx/src/float_ops.cpp, quant_ops.cpp: add_*_refusals), and the exporter's error for such
+// a node quotes that reason. tests/onnx/op_coverage_test.cpp checks that each registered op is
+// in exactly one of the two, that neither names an op that does not exist, and likewise that
+// each op has a derivative or a declaration in autograd (Note [Derivatives read arguments by
+// name]). An op added without either fails that test by name.
+
+/// The registered ops the exporter converts (call_function targets), sorted.
+std::vector<std::string> converted_ops();
+/// The ops the exporter refuses, with the reason its error gives.
+std::map<std::string, std::string> refused_ops();
+
 }  // namespace qflow::onnx
