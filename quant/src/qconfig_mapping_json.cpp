@@ -43,8 +43,12 @@ struct Reader {
         else if (key == "momentum") qc.momentum = get<double>(j, where, "momentum", Json::value_t::number_float, "a number");
         else if (key == "ste") qc.ste = parse_ste(get<std::string>(j, where, "ste", Json::value_t::string, "a string"));
         else if (key == "bn_fold") qc.bn_fold = parse_bn_fold(get<std::string>(j, where, "bn_fold", Json::value_t::string, "a string"));
+        else if (key == "observer") qc.observer = parse_observer(get<std::string>(j, where, "observer", Json::value_t::string, "a string"));
+        else if (key == "percentile") qc.percentile = get<double>(j, where, "percentile", Json::value_t::number_float, "a number");
+        else if (key == "scale_init") qc.scale_init = parse_scale_init(get<std::string>(j, where, "scale_init", Json::value_t::string, "a string"));
+        else if (key == "learn_zero_point") qc.learn_zero_point = get<bool>(j, where, "learn_zero_point", Json::value_t::boolean, "true or false");
         else fail(where, fmt::format("unknown QConfig field \"{}\" (expected bits, scheme, formula, per_layer, momentum, "
-                                     "ste, bn_fold)", key));
+                                     "ste, bn_fold, observer, percentile, scale_init, learn_zero_point)", key));
       } catch (const Error& e) {
         if (e.message().rfind(source, 0) == 0) throw;
         fail(where, e.message());  // parse_scheme & co. name the word and the accepted ones
@@ -85,11 +89,19 @@ struct Reader {
   }
 };
 
+// The observer fields came after checkpoints recorded this text (qflow-train compares it on
+// --resume): they are written only when not the default, so older texts stay canonical.
 Json to_json_value(const std::optional<QConfig>& qc) {
   if (!qc) return "none";
-  return Json{{"bits", qc->bits},           {"scheme", to_string(qc->scheme)}, {"formula", to_string(qc->formula)},
-              {"per_layer", qc->per_layer}, {"momentum", qc->momentum},       {"ste", to_string(qc->ste)},
-              {"bn_fold", to_string(qc->bn_fold)}};
+  Json j{{"bits", qc->bits},           {"scheme", to_string(qc->scheme)}, {"formula", to_string(qc->formula)},
+         {"per_layer", qc->per_layer}, {"momentum", qc->momentum},       {"ste", to_string(qc->ste)},
+         {"bn_fold", to_string(qc->bn_fold)}};
+  const QConfig d{};
+  if (qc->observer != d.observer) j["observer"] = to_string(qc->observer);
+  if (qc->percentile != d.percentile) j["percentile"] = qc->percentile;
+  if (qc->scale_init != d.scale_init) j["scale_init"] = to_string(qc->scale_init);
+  if (qc->learn_zero_point != d.learn_zero_point) j["learn_zero_point"] = true;
+  return j;
 }
 
 }  // namespace

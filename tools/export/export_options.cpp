@@ -12,6 +12,7 @@ namespace qflow::tools {
 quant::QConfig ExportCliOptions::qconfig() const {
   quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
                     .per_layer = !per_channel};
+  observer.apply_to(qc);
   qc.validate();
   return qc;
 }
@@ -49,6 +50,7 @@ void add_export_options(CLI::App& app, ExportCliOptions& o) {
       ->check(CLI::IsMember({"google", "cambricon"}))
       ->capture_default_str();
   app.add_flag("--per-channel", o.per_channel, "One weight scale per output channel (default: per layer)");
+  o.observer.add_to(app);
   add_qconfig_option(app, o.qconfig_file);
   app.add_option("--calibrate", o.calibrate,
                  "Deploy a float checkpoint by post-training calibration on this data set's test split: cifar10 | "

@@ -7,6 +7,7 @@
 
 #include "qflow/quant/qconfig.h"
 #include "qflow/quant/qconfig_mapping.h"
+#include "common/qconfig_option.h"
 
 namespace qflow::tools {
 
@@ -24,6 +25,7 @@ struct ExportCliOptions {
   std::string scheme = "symmetric";
   std::string formula = "google";
   bool per_channel = false;
+  ObserverFlags observer;    // --observer & co.: must match the QAT model's (learned scales are its parameters)
   std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags above
   // Post-training calibration, for a deploy model from a float checkpoint.
   std::string calibrate;  // data set name; empty = no calibration

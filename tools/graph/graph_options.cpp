@@ -68,6 +68,7 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
   app.add_option("--worst", o.worst, "--compare: how many of the worst layers to print")
       ->check(kPositive)
       ->capture_default_str();
+  o.observer.add_to(app);
   add_qconfig_option(app, o.qconfig_file);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/qconfig_option.h"
 #include "qflow/nn/module.h"
 
 namespace qflow::tools {
@@ -37,6 +38,7 @@ struct GraphOptions {
   int64_t calib_batches = 4;    // training batches calibrating a model built from float weights
   std::string float_weights;  // the float reference when --weights is quantized
   int64_t worst = 10;         // rows of the printed table
+  ObserverFlags observer;    // --observer & co. of the qat/deploy stages
   std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags above
 };
 

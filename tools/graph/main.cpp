@@ -41,8 +41,9 @@ int run(const GraphOptions& o) {
     else quant_weights = std::move(weights);
   }
   model->eval();  // the graphs describe inference; fused folds the running statistics
-  const quant::QConfig qconfig{.bits = o.bits, .scheme = quant::parse_scheme(o.scheme),
-                               .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel};
+  quant::QConfig qconfig{.bits = o.bits, .scheme = quant::parse_scheme(o.scheme),
+                         .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel};
+  o.observer.apply_to(qconfig);
   qconfig.validate();
   StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}),
                        qconfig_mapping(qconfig, o.qconfig_file), std::move(quant_weights));

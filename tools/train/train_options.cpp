@@ -86,6 +86,7 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--calib-batches", o.calib_batches, "Training batches that calibrate the PTQ model")
       ->check(kPositive)
       ->capture_default_str();
+  o.observer.add_to(app);
   add_qconfig_option(app, o.qconfig_file);
 }
 
@@ -93,6 +94,7 @@ quant::QConfig TrainOptions::qconfig() const {
   quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
                     .per_layer = !per_channel, .momentum = qat_momentum, .ste = quant::parse_ste(ste),
                     .bn_fold = quant::parse_bn_fold(bn_fold)};
+  observer.apply_to(qc);
   qc.validate();
   return qc;
 }

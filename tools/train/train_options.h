@@ -10,6 +10,7 @@
 #include "../common/data_setup.h"
 #include "qflow/quant/qconfig.h"
 #include "qflow/quant/qconfig_mapping.h"
+#include "../common/qconfig_option.h"
 
 namespace qflow::tools {
 
@@ -57,6 +58,7 @@ struct TrainOptions {
   std::string ste = "pure";          // pure | clipped
   std::string bn_fold = "running";   // running | batch (QConvBN in training)
   int64_t calib_batches = 16;        // PTQ calibration batches from the training set
+  ObserverFlags observer;            // --observer, --percentile, --scale-init, --learn-zero-point
   std::string qconfig_file;          // --qconfig: a QConfig mapping over the flags (qconfig_option.h)
 
   /// The QConfig the quantization flags describe.
