@@ -126,10 +126,13 @@ std::vector<std::string> deployed_inputs(ExportContext& c, const fx::Node& n, D&
   const quant::QConfig& qc = d.qconfig();
   c.quantized = true;
   c.qconfigs.insert(qc.to_string());
-  const Grid g = onnx_grid(c, n, qc.quant_min(), qc.quant_max());
-  const std::string x = quant_dequant(c, n, module_input(c, n), d.input_scale, d.input_zero_point, 0, g,
+  // Weights on the layer's grid, its input on the activation grid (Note [Weight and activation bits]).
+  const Grid weight_grid = onnx_grid(c, n, qc.quant_min(), qc.quant_max());
+  const Grid input_grid = onnx_grid(c, n, qc.activations().quant_min(), qc.activations().quant_max());
+  const std::string x = quant_dequant(c, n, module_input(c, n), d.input_scale, d.input_zero_point, 0, input_grid,
                                       n.target() + ".input");
-  std::vector<std::string> inputs{x, quantized_weight(c, n, d.weight, d.weight_scale, d.weight_zero_point, g)};
+  std::vector<std::string> inputs{x,
+                                  quantized_weight(c, n, d.weight, d.weight_scale, d.weight_zero_point, weight_grid)};
   if (d.bias.defined()) inputs.push_back(c.builder.initializer(n.target() + ".bias", d.bias));
   return inputs;
 }

@@ -87,8 +87,9 @@ std::string integer_repr(bool integer, const std::string& unsupported) {
 }
 
 std::string deploy_repr(const QConfig& qc) {
-  return fmt::format(", bits={}, scheme={}, formula={}, per_layer={}", qc.bits, to_string(qc.scheme),
-                     to_string(qc.formula), qc.per_layer ? "True" : "False");
+  return fmt::format(", bits={}{}, scheme={}, formula={}, per_layer={}", qc.bits,
+                     qc.activation_bits ? fmt::format(", activation_bits={}", *qc.activation_bits) : "",
+                     to_string(qc.scheme), to_string(qc.formula), qc.per_layer ? "True" : "False");
 }
 
 }  // namespace
@@ -158,7 +159,7 @@ Tensor DConv2d::run(const Tensor& x, const Tensor& residual) {
   if (integer_) {
     const auto& f = integer_form_.get(tensors(), qconfig_, output_grid_, o.padding.same ? "padding=\"same\"" : "");
     if (f.unsupported.empty()) {
-      const Tensor q = integer_input(x, tensors(), qconfig_, "DConv2d");
+      const Tensor q = integer_input(x, tensors(), qconfig_.activations(), "DConv2d");
       if (residual.defined() && residual_in_place_) {
         Tensor sum = residual;  // the residual's storage becomes the output
         return quantized_conv2d_add_(sum, q, f.weight, f.output_scale, f.bias, f.input_zero_point, o.stride.list(),
@@ -169,7 +170,7 @@ Tensor DConv2d::run(const Tensor& x, const Tensor& residual) {
                               f.output);
     }
   }
-  Tensor y = F::conv2d(simulated_input(x, tensors(), qconfig_), float_weight(), bias, o.stride.list(), o.padding,
+  Tensor y = F::conv2d(simulated_input(x, tensors(), qconfig_.activations()), float_weight(), bias, o.stride.list(), o.padding,
                        o.dilation.list(), o.groups);
   if (residual.defined()) y = add(y, residual);
   return applies_relu_ ? relu(y) : y;
@@ -236,13 +237,13 @@ Tensor DLinear::forward(const Tensor& x) {
                   x.sizes());
       SymIntList out_sizes = x.sym_sizes();
       out_sizes.back() = options_.out;
-      const Tensor q = integer_input(x, tensors(), qconfig_, "DLinear").reshape({-1, options_.in, 1, 1});
+      const Tensor q = integer_input(x, tensors(), qconfig_.activations(), "DLinear").reshape({-1, options_.in, 1, 1});
       return quantized_conv2d(q, f.weight.view({options_.out, options_.in, 1, 1}), f.output_scale, f.bias,
                               f.input_zero_point)
           .reshape(out_sizes);
     }
   }
-  return F::linear(simulated_input(x, tensors(), qconfig_), float_weight(), bias);
+  return F::linear(simulated_input(x, tensors(), qconfig_.activations()), float_weight(), bias);
 }
 
 std::string DLinear::extra_repr() const {

@@ -8,6 +8,7 @@ namespace qflow::quant::detail {
 
 std::string integer_unsupported(const DeployedTensors& t, const QConfig& qconfig) {
   if (qconfig.bits > 8) return fmt::format("{} bits do not fit int8", qconfig.bits);
+  if (qconfig.activations().bits > 8) return fmt::format("{}-bit activations do not fit int8", qconfig.activations().bits);
   if (to_vector<float>(t.input_scale)[0] <= 0.0f) return "the input scale is 0 (an empty or all-zero range)";
   for (float s : to_vector<float>(t.weight_scale))
     if (s <= 0.0f) return "a weight scale is 0 (an all-zero output channel)";

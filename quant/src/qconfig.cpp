@@ -11,6 +11,8 @@ void QConfig::validate() const {
   // 16 is TensorFlow's limit; beyond it a float32 grid no longer holds every integer of
   // x / scale + zero_point exactly.
   QFLOW_CHECK(bits >= 2 && bits <= 16, "QConfig: bits must be in 2..16, got {}", bits);
+  QFLOW_CHECK(!activation_bits || (*activation_bits >= 2 && *activation_bits <= 16),
+              "QConfig: activation_bits must be in 2..16, got {}", activation_bits.value_or(0));
   QFLOW_CHECK(!(formula == Formula::Cambricon && scheme == Scheme::Affine),
               "QConfig: formula cambricon supports only the symmetric scheme (power-of-two scales have no zero "
               "point), got scheme affine");
@@ -33,12 +35,20 @@ int64_t QConfig::quant_max() const {
   return scheme == Scheme::Symmetric ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
 }
 
+QConfig QConfig::activations() const {
+  QConfig a = *this;
+  a.bits = activation_bits.value_or(bits);
+  a.activation_bits.reset();
+  return a;
+}
+
 std::string QConfig::to_string() const {
   // Fields added after the text was first recorded in checkpoints appear only when not the
   // default, so a model trained before them keeps its text.
   const QConfig d{};
   std::string extra;
   if (bn_fold != d.bn_fold) extra += fmt::format(", bn_fold={}", quant::to_string(bn_fold));
+  if (activation_bits) extra += fmt::format(", activation_bits={}", *activation_bits);
   if (observer != d.observer) extra += fmt::format(", observer={}", quant::to_string(observer));
   if (percentile != d.percentile) extra += fmt::format(", percentile={}", percentile);
   if (scale_init != d.scale_init) extra += fmt::format(", scale_init={}", quant::to_string(scale_init));

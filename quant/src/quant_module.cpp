@@ -20,7 +20,7 @@ std::shared_ptr<Observer> register_observer(nn::Module& self, const char* name, 
 }  // namespace
 
 void QuantModule::register_observers(nn::Module& self, int64_t out_channels) {
-  input_observer = register_observer(self, "input_observer", make_input_observer(qconfig_));
+  input_observer = register_observer(self, "input_observer", make_input_observer(qconfig_.activations()));
   weight_observer =
       register_observer(self, "weight_observer", make_weight_observer(qconfig_, qconfig_.per_layer ? 0 : out_channels));
 }
@@ -36,8 +36,9 @@ Tensor QuantModule::quantize_weight(const Tensor& w) {
 }
 
 std::string QuantModule::qconfig_repr() const {
-  return fmt::format(", bits={}, scheme={}, formula={}, per_layer={}{}", qconfig_.bits, to_string(qconfig_.scheme),
-                     to_string(qconfig_.formula), qconfig_.per_layer ? "True" : "False",
+  return fmt::format(", bits={}{}, scheme={}, formula={}, per_layer={}{}", qconfig_.bits,
+                     qconfig_.activation_bits ? fmt::format(", activation_bits={}", *qconfig_.activation_bits) : "",
+                     to_string(qconfig_.scheme), to_string(qconfig_.formula), qconfig_.per_layer ? "True" : "False",
                      fake_quant_ ? "" : ", fake_quant=False");
 }
 

@@ -97,6 +97,14 @@ INSTANTIATE_TEST_SUITE_P(PublishedConfigs, IntegerZoo,
                            return zoo_input_name(std::get<0>(info.param)) + "_" + config_name(std::get<1>(info.param));
                          });
 
+// 4-bit weights on 8-bit activations run in integers too: the 4-bit grid is a subset of int8's.
+INSTANTIATE_TEST_SUITE_P(W4A8, IntegerZoo,
+                         ::testing::Combine(::testing::ValuesIn(integer_zoo()),
+                                            ::testing::Values(QConfig{.bits = 4, .per_layer = false, .activation_bits = 8})),
+                         [](const ::testing::TestParamInfo<std::tuple<ZooInput, QConfig>>& info) {
+                           return zoo_input_name(std::get<0>(info.param));
+                         });
+
 // The comparison above can fail: a layer that requantizes onto a grid other than its
 // successor's (here twice the scale) hands it integers that are off by far more than a tie.
 TEST(IntegerZooTest, LayerByLayerComparisonCatchesAWrongRequantization) {

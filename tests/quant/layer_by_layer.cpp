@@ -24,9 +24,9 @@ struct InputGrid {
 
 std::optional<InputGrid> input_grid(const nn::ModulePtr& m) {
   if (auto c = std::dynamic_pointer_cast<quant::DConv2d>(m))
-    return InputGrid{c->input_scale, c->input_zero_point, c->qconfig(), c->runs_integer()};
+    return InputGrid{c->input_scale, c->input_zero_point, c->qconfig().activations(), c->runs_integer()};
   if (auto l = std::dynamic_pointer_cast<quant::DLinear>(m))
-    return InputGrid{l->input_scale, l->input_zero_point, l->qconfig(), l->runs_integer()};
+    return InputGrid{l->input_scale, l->input_zero_point, l->qconfig().activations(), l->runs_integer()};
   return std::nullopt;
 }
 

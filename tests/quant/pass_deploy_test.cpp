@@ -87,6 +87,14 @@ INSTANTIATE_TEST_SUITE_P(PublishedConfigs, DeployEqualsQatEval,
                            return name;
                          });
 
+// 4-bit weights, 8-bit activations (Note [Weight and activation bits]).
+INSTANTIATE_TEST_SUITE_P(W4A8, DeployEqualsQatEval,
+                         ::testing::Values(QConfig{.bits = 4, .activation_bits = 8},
+                                           QConfig{.bits = 4, .per_layer = false, .activation_bits = 8}),
+                         [](const ::testing::TestParamInfo<QConfig>& info) {
+                           return info.param.per_layer ? "per_layer" : "per_channel";
+                         });
+
 TEST(DeployPassTest, DeployedModulesHoldTheTrainedStatistics) {
   const Trained t = trained_resnet18({.per_layer = false}, 2);
   const QConvBN& q = *t.qat->get_submodule<QConvBN>("layer1.0.conv2");

@@ -8,6 +8,7 @@
 using namespace qflow;
 using namespace qflow::quant;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using quant_test::error_of;
 
 namespace {
@@ -109,6 +110,21 @@ TEST(QConfigMappingTest, JsonRulesStartFromTheGlobalAndTheGlobalFromTheDefaults)
   const auto floats = QConfigMapping::from_json(R"({"global": "none", "rules": [{"type": "Conv2d", "qconfig": {}}]})");
   EXPECT_EQ(floats.resolve("fc", "Linear"), std::nullopt);
   EXPECT_EQ(floats.resolve("conv1", "Conv2d"), QConfig{});
+}
+
+TEST(QConfigMappingTest, JsonActivationBitsAreWrittenOnlyWhenSet) {
+  const auto m = QConfigMapping::from_json(R"({"global": {"bits": 4, "activation_bits": 8},
+      "rules": [{"path": "conv1", "qconfig": {"bits": 8, "activation_bits": null}}]})");
+  EXPECT_EQ(m.global(), (QConfig{.bits = 4, .activation_bits = 8}));
+  EXPECT_EQ(m.rules()[0].qconfig, QConfig{});  // null: the activations follow bits again
+  EXPECT_EQ(QConfigMapping::from_json(m.to_json()), m);
+  EXPECT_THAT(m.to_json(), HasSubstr(R"("global":{"activation_bits":8,"bits":4,)"));
+  EXPECT_THAT(m.to_json(), HasSubstr(R"({"path":"conv1","qconfig":{"activation_bits":null,"bits":8,)"));
+  EXPECT_THAT(QConfigMapping(QConfig{}).to_json(), Not(HasSubstr("activation_bits")));
+  EXPECT_THAT(error_of([] { QConfigMapping::from_json(R"({"global": {"activation_bits": 40}})", {}, "m.json"); }),
+              HasSubstr("m.json: global: QConfig: activation_bits must be in 2..16, got 40"));
+  EXPECT_THAT(error_of([] { QConfigMapping::from_json(R"({"global": {"activation_bits": "8"}})", {}, "m.json"); }),
+              HasSubstr("m.json: global: \"activation_bits\" must be an integer, got \"8\""));
 }
 
 TEST(QConfigMappingTest, JsonErrorsNameTheSourceThePlaceAndTheValue) {

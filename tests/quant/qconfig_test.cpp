@@ -93,4 +93,26 @@ TEST(QConfigTest, TextFormsRoundTrip) {
             "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure, bn_fold=batch)");
 }
 
+// Note [Weight and activation bits]: W4A8 quantizes weights on the 4-bit grid and activations
+// on the 8-bit one; unset, the activations follow bits; the text shows the field only when set.
+TEST(QConfigTest, ActivationBitsGiveTheActivationsTheirOwnGrid) {
+  const QConfig w4a8{.bits = 4, .activation_bits = 8};
+  EXPECT_EQ(w4a8.quant_min(), -8);
+  EXPECT_EQ(w4a8.quant_max(), 7);
+  const QConfig a = w4a8.activations();
+  EXPECT_EQ(a.bits, 8);
+  EXPECT_EQ(a.activation_bits, std::nullopt);
+  EXPECT_EQ(a.quant_min(), -128);
+  EXPECT_EQ(a.quant_max(), 127);
+  EXPECT_EQ(QConfig{.bits = 4}.activations(), QConfig{.bits = 4});
+  const QConfig affine{.bits = 4, .scheme = Scheme::Affine, .activation_bits = 6};
+  EXPECT_EQ(affine.activations().quant_max(), 63);
+  EXPECT_EQ(w4a8.to_string(),
+            "QConfig(bits=4, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure, activation_bits=8)");
+  EXPECT_EQ(QConfig{.bits = 4}.to_string(),
+            "QConfig(bits=4, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)");
+  EXPECT_THAT(validation_error({.activation_bits = 1}), HasSubstr("activation_bits must be in 2..16, got 1"));
+  EXPECT_THAT(validation_error({.activation_bits = 17}), HasSubstr("activation_bits must be in 2..16, got 17"));
+}
+
 }  // namespace

@@ -59,6 +59,26 @@ TEST(QConv2dTest, QuantizedForwardIsConvOfFakeQuantizedInputAndWeight) {
   }
 }
 
+// W4A8 (Note [Weight and activation bits]): the input on the 8-bit grid, the weight on the 4-bit.
+TEST(QConv2dTest, ActivationBitsQuantizeTheInputOnTheirOwnGrid) {
+  const QConfig w4a8{.bits = 4, .activation_bits = 8};
+  nn::Conv2d conv({.in = 2, .out = 3, .kernel = 3, .padding = 1});
+  auto q = QConv2d::from_float(conv, w4a8);
+  const Tensor x = seq({2, 2, 5, 5}, 0.3, 2.0);
+  const Tensor got = (*q)(x);
+  const Tensor want = F::conv2d(fq_own_range(x, QConfig{.bits = 8}, false), fq_own_range(conv.weight, QConfig{.bits = 4}, false),
+                                conv.bias, {1}, 1, {1}, 1);
+  quant_test::expect_close(got, want, 0.0);
+  // Scales by hand: max |x| / 127 for the input, max |w| / 7 for the weight.
+  float x_absmax = 0, w_absmax = 0;
+  for (float v : values(x)) x_absmax = std::max(x_absmax, std::abs(v));
+  for (float w : values(conv.weight)) w_absmax = std::max(w_absmax, std::abs(w));
+  EXPECT_FLOAT_EQ(values(q->input_observer->calculate_qparams().scale)[0], x_absmax / 127.0f);
+  EXPECT_FLOAT_EQ(values(q->weight_observer->calculate_qparams().scale)[0], w_absmax / 7.0f);
+  EXPECT_THAT(q->repr(), HasSubstr("bits=4, activation_bits=8, scheme=symmetric"));
+  EXPECT_THAT(q->repr(), HasSubstr("(input_observer): MovingAverageMinMaxObserver(bits=8, "));
+}
+
 TEST(QConv2dTest, FakeQuantDisabledIsTheFloatConvWithGradients) {
   nn::Conv2d conv({.in = 2, .out = 2, .kernel = 3, .padding = 1, .groups = 2});
   auto q = QConv2d::from_float(conv, {});

@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "qflow/fx/fx.h"
@@ -178,4 +180,62 @@ TEST_F(QConfigCliTest, TrainRecordsTheMappingAndResumeRefusesAnother) {
                 out),
             0);
   EXPECT_THAT(out, HasSubstr("give it with --qat or --ptq"));
+}
+
+// --sensitivity and --mixed-precision (Note [qflow-train --sensitivity]) on a LeNet-5 trained
+// for one short epoch: every layer is ranked, the ranking is written as CSV, and the chosen
+// mapping is a --qconfig file a QAT run takes. W2A8 makes the drops large enough to rank.
+TEST_F(QConfigCliTest, SensitivityRanksTheLayersAndMixedPrecisionWritesAQconfigFile) {
+  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string common = tool("qflow-train") +
+                             "--model lenet5 --dataset fashion-mnist --test-subset 256 --batch-size 64 --workers 1 "
+                             "--threads 1 ";
+  std::string out;
+  ASSERT_EQ(run(common + "--subset 2048 --epochs 1 --lr 0.05 --no-augment --checkpoint-dir " + path("float"), out), 0)
+      << out;
+  const std::string weights = path("float") + "/best.safetensors";
+  const std::string analyse = common + "--qat-from " + weights + " --bits 2 --activation-bits 8 --calib-batches 2 ";
+  ASSERT_EQ(run(analyse + "--sensitivity --checkpoint-dir " + path("s"), out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("qflow-train: [1/5] conv1 alone"));
+  EXPECT_THAT(out, HasSubstr("accuracy with one layer quantized, the rest float (float model "));
+  EXPECT_THAT(out, HasSubstr("W2A8"));
+  std::stringstream csv(read(path("s") + "/sensitivity.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "rank,path,type,qconfig,metric,drop");
+  std::vector<double> drops;
+  std::set<std::string> layers;
+  while (std::getline(csv, line)) {
+    const size_t last = line.rfind(',');
+    drops.push_back(std::stod(line.substr(last + 1)));
+    layers.insert(line.substr(line.find(',') + 1, line.find(',', line.find(',') + 1) - line.find(',') - 1));
+  }
+  EXPECT_EQ(layers, (std::set<std::string>{"conv1", "conv2", "fc1", "fc2", "fc3"}));
+  EXPECT_TRUE(std::is_sorted(drops.rbegin(), drops.rend())) << read(path("s") + "/sensitivity.csv");
+
+  // A generous drop is met by the fewest layers at 8 bits; the file is a mapping qflow-train takes.
+  const int status = run(analyse + "--mixed-precision 2 --checkpoint-dir " + path("mp"), out);
+  ASSERT_TRUE(status == 0 || status == 2) << out;
+  EXPECT_THAT(out, HasSubstr("most sensitive layers at 8 bits: accuracy"));
+  const std::string file = path("mp") + "/mixed_precision.json";
+  const auto mapping = quant::QConfigMapping::from_file(file);
+  EXPECT_EQ(mapping.global(), (quant::QConfig{.bits = 2, .activation_bits = 8}));
+  for (const quant::QConfigRule& r : mapping.rules()) {
+    EXPECT_EQ(r.kind, quant::RuleKind::Path);
+    EXPECT_EQ(r.qconfig, (quant::QConfig{.bits = 8, .activation_bits = 8})) << r.pattern;
+  }
+  if (status == 0) EXPECT_THAT(out, HasSubstr(" <= 2\n"));
+  ASSERT_EQ(run(common + "--subset 128 --epochs 1 --qat-from " + weights + " --qconfig " + file +
+                    " --checkpoint-dir " + path("qat"),
+                out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("| lenet5 | QAT (--qconfig)"));
+
+  // Misuse is refused with the reason.
+  EXPECT_NE(run(common + "--sensitivity --checkpoint-dir " + path("x"), out), 0);
+  EXPECT_THAT(out, HasSubstr("--sensitivity needs a trained float model: --qat-from FILE"));
+  EXPECT_NE(run(analyse + "--qat --sensitivity --checkpoint-dir " + path("x"), out), 0);
+  EXPECT_THAT(out, HasSubstr("drop --qat"));
+  EXPECT_NE(run(analyse + "--mixed-precision -1 --checkpoint-dir " + path("x"), out), 0);
 }

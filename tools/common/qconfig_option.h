@@ -8,6 +8,8 @@
 // but conv1.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "qflow/quant/qconfig_mapping.h"
@@ -58,6 +60,16 @@ struct ObserverFlags {
     qc.learn_zero_point = learn_zero_point;
   }
 };
+
+/// Declares --activation-bits (Note [Weight and activation bits] in quant/qconfig.h): unset,
+/// the activations take --bits too; `--bits 4 --activation-bits 8` is W4A8.
+inline CLI::Option* add_activation_bits_option(CLI::App& app, std::optional<int64_t>& bits) {
+  return app
+      .add_option("--activation-bits", bits,
+                  "Bits of the activations (2-16) when they differ from the weights' --bits: --bits 4 "
+                  "--activation-bits 8 is W4A8 (default: --bits)")
+      ->check(CLI::Range(2, 16));
+}
 
 /// The mapping the flags and --qconfig describe: `flags` for every layer without a file.
 inline quant::QConfigMapping qconfig_mapping(const quant::QConfig& flags, const std::string& file) {

@@ -11,7 +11,7 @@ namespace qflow::tools {
 
 quant::QConfig ExportCliOptions::qconfig() const {
   quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
-                    .per_layer = !per_channel};
+                    .per_layer = !per_channel, .activation_bits = activation_bits};
   observer.apply_to(qc);
   qc.validate();
   return qc;
@@ -43,6 +43,7 @@ void add_export_options(CLI::App& app, ExportCliOptions& o) {
       ->capture_default_str();
   app.add_option("--out", o.out, "The ONNX file to write (default: MODEL_STAGE.onnx)");
   app.add_option("--bits", o.bits, "Quantization bits (ONNX at opset 13 takes 8)")->capture_default_str();
+  add_activation_bits_option(app, o.activation_bits);
   app.add_option("--scheme", o.scheme, "Integer grid: symmetric (int8) | affine (uint8)")
       ->check(CLI::IsMember({"symmetric", "affine"}))
       ->capture_default_str();

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "qflow/quant/qconfig.h"
@@ -22,6 +23,7 @@ struct ExportCliOptions {
   std::string out;
   // QConfig of the deploy stage (the flags qflow-train's --qat takes).
   int64_t bits = 8;
+  std::optional<int64_t> activation_bits;  // --activation-bits (unset: bits)
   std::string scheme = "symmetric";
   std::string formula = "google";
   bool per_channel = false;

@@ -40,6 +40,7 @@ void add_graph_options(CLI::App& app, GraphOptions& o) {
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the model's initialisation (without --weights)")->capture_default_str();
   app.add_option("--bits", o.bits, "qat/deploy: quantization bits (2-16)")->check(CLI::Range(2, 16))->capture_default_str();
+  add_activation_bits_option(app, o.activation_bits);
   app.add_option("--scheme", o.scheme, "qat/deploy: symmetric | affine")
       ->check(CLI::IsMember({"symmetric", "affine"}))
       ->capture_default_str();

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/qconfig_option.h"
@@ -28,6 +29,7 @@ struct GraphOptions {
   uint64_t seed = 0;
   // The qat and deploy stages' QConfig (must match --weights from a quantized model).
   int64_t bits = 8;
+  std::optional<int64_t> activation_bits;  // --activation-bits (unset: bits)
   std::string scheme = "symmetric";
   std::string formula = "google";
   bool per_channel = false;

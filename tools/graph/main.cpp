@@ -42,7 +42,8 @@ int run(const GraphOptions& o) {
   }
   model->eval();  // the graphs describe inference; fused folds the running statistics
   quant::QConfig qconfig{.bits = o.bits, .scheme = quant::parse_scheme(o.scheme),
-                         .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel};
+                         .formula = quant::parse_formula(o.formula), .per_layer = !o.per_channel,
+                         .activation_bits = o.activation_bits};
   o.observer.apply_to(qconfig);
   qconfig.validate();
   StageContext context(model, randn({o.batch, o.in_channels, o.image_size, o.image_size}),

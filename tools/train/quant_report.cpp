@@ -17,7 +17,11 @@ std::string percent_or_dash(const std::optional<double>& v) { return v ? fmt::fo
 // One row's cells, in the table's column order.
 std::vector<std::string> cells_of(const std::string& model, const ResultRow& r) {
   const auto& q = r.qconfig;
-  return {model, r.stage, q ? std::to_string(q->bits) : "32", q ? std::string(quant::to_string(q->scheme)) : "-",
+  // W4A8 where the activations have bits of their own (Note [Weight and activation bits]).
+  const std::string bits = !q                                                      ? "32"
+                           : q->activation_bits && *q->activation_bits != q->bits ? fmt::format("W{}A{}", q->bits, *q->activation_bits)
+                                                                                  : std::to_string(q->bits);
+  return {model, r.stage, bits, q ? std::string(quant::to_string(q->scheme)) : "-",
           q ? std::string(quant::to_string(q->formula)) : "-", q ? (q->per_layer ? "yes" : "no") : "-",
           fmt::format("{:.2f}%", r.accuracy), percent_or_dash(r.simulated_accuracy), percent_or_dash(r.same_argmax)};
 }

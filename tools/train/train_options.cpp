@@ -64,6 +64,7 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
       ->excludes("--weights");
   app.add_flag("--ptq", o.ptq, "Also quantize the float model post-training (BN folded, calibrated) and evaluate it");
   app.add_option("--bits", o.bits, "Quantization bits (2-16)")->check(CLI::Range(2, 16))->capture_default_str();
+  add_activation_bits_option(app, o.activation_bits);
   app.add_option("--scheme", o.scheme, "Integer grid: symmetric | affine")
       ->check(CLI::IsMember({"symmetric", "affine"}))
       ->capture_default_str();
@@ -88,12 +89,24 @@ void add_quant_options(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   o.observer.add_to(app);
   add_qconfig_option(app, o.qconfig_file);
+  app.add_flag("--sensitivity", o.sensitivity,
+               "Instead of training: quantize one layer at a time (PTQ with the quantization flags, calibrated on "
+               "--calib-batches), the rest float, and rank the layers by the test accuracy each loses (use "
+               "--test-subset N); needs the float weights (--qat-from FILE); writes CHECKPOINT_DIR/sensitivity.csv");
+  app.add_option("--mixed-precision", o.mixed_precision,
+                 "With the sensitivity ranking, keep the fewest most sensitive layers at --high-bits so that the "
+                 "whole PTQ model loses at most DROP points of test accuracy; writes the --qconfig file "
+                 "CHECKPOINT_DIR/mixed_precision.json (implies --sensitivity)")
+      ->check(kNonNegative);
+  app.add_option("--high-bits", o.high_bits, "--mixed-precision: the weight bits of the layers kept at higher precision")
+      ->check(CLI::Range(2, 16))
+      ->capture_default_str();
 }
 
 quant::QConfig TrainOptions::qconfig() const {
   quant::QConfig qc{.bits = bits, .scheme = quant::parse_scheme(scheme), .formula = quant::parse_formula(formula),
                     .per_layer = !per_channel, .momentum = qat_momentum, .ste = quant::parse_ste(ste),
-                    .bn_fold = quant::parse_bn_fold(bn_fold)};
+                    .bn_fold = quant::parse_bn_fold(bn_fold), .activation_bits = activation_bits};
   observer.apply_to(qc);
   qc.validate();
   return qc;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct TrainOptions {
   std::string qat_from;      // fine-tune this float checkpoint with QAT (implies qat)
   bool ptq = false;          // also quantize the float model post-training (calibrate + deploy)
   int64_t bits = 8;
+  std::optional<int64_t> activation_bits;  // --activation-bits (unset: bits)
   std::string scheme = "symmetric";  // symmetric | affine
   std::string formula = "google";    // google | cambricon
   bool per_channel = false;
@@ -60,6 +62,13 @@ struct TrainOptions {
   int64_t calib_batches = 16;        // PTQ calibration batches from the training set
   ObserverFlags observer;            // --observer, --percentile, --scale-init, --learn-zero-point
   std::string qconfig_file;          // --qconfig: a QConfig mapping over the flags (qconfig_option.h)
+  // Sensitivity analysis instead of training (Note [qflow-train --sensitivity] in sensitivity_run.cpp).
+  bool sensitivity = false;              // rank the layers, each quantized alone (PTQ)
+  std::optional<double> mixed_precision;  // the accuracy drop allowed: choose layers for --high-bits
+  int64_t high_bits = 8;                 // the bits of the layers --mixed-precision raises
+
+  /// --sensitivity or --mixed-precision.
+  bool analyses_sensitivity() const { return sensitivity || mixed_precision.has_value(); }
 
   /// The QConfig the quantization flags describe.
   quant::QConfig qconfig() const;

@@ -91,7 +91,11 @@ std::string Trainer::test_set_tag() const {
 }
 
 Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {
-  if (!o_.qat_from.empty()) o_.qat = true;
+  // --sensitivity measures post-training quantization of the float weights --qat-from names.
+  QFLOW_CHECK(!(o_.qat && o_.analyses_sensitivity()),
+              "qflow-train: --sensitivity measures post-training quantization of float weights and trains nothing; "
+              "drop --qat (give the float weights with --qat-from FILE)");
+  if (!o_.qat_from.empty() && !o_.analyses_sensitivity()) o_.qat = true;
 }
 
 namespace {
@@ -284,6 +288,7 @@ int Trainer::run() {
   if (!writes_files() && std::freopen("/dev/null", "w", stdout) == nullptr) QFLOW_FAIL("cannot silence rank {}", world_.rank());
   build();
   if (o_.eval_only) return evaluate_only();
+  if (o_.analyses_sensitivity()) return analyse_sensitivity();
   if (writes_files()) {
     std::filesystem::create_directories(o_.checkpoint_dir);
     // Saves that a killed earlier run left unfinished (Note [Interrupted writes]).

@@ -67,6 +67,11 @@ class Trainer {
   /// records its accuracy under this tag (Note [Recorded test accuracy]).
   std::string test_set_tag() const;
   int evaluate_only();
+  /// --sensitivity / --mixed-precision instead of training (sensitivity_run.cpp).
+  int analyse_sensitivity();
+  /// The float model's test accuracy (%): recorded in `weights` for these test images, else
+  /// measured; printed either way.
+  double float_accuracy(const std::string& weights);
   /// Trains epoch `epoch` from batch `skip`; returns false when stopped by Ctrl-C.
   bool train_epoch(int64_t epoch, int64_t skip);
   /// Saves last.safetensors; a failure (full disk) throws naming the step, the file, the

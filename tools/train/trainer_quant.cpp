@@ -58,8 +58,20 @@ std::unique_ptr<nn::optim::SGD> Trainer::make_optimizer() {
 
 std::string Trainer::qconfig_mapping_tag() const { return o_.qat ? o_.qconfig_mapping().to_json() : ""; }
 
+double Trainer::float_accuracy(const std::string& weights) {
+  if (const auto recorded = recorded_float_accuracy(weights, test_set_tag())) {
+    fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}% (recorded in {} by the run that "
+               "evaluated it on the same {} test images)\n",
+               recorded->loss, recorded->accuracy, weights, test_loader_->dataset().size());
+    return recorded->accuracy;
+  }
+  const EvalResult r = evaluate(*float_model_, *test_loader_, &world_);
+  fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}%\n", r.loss, r.accuracy);
+  return r.accuracy;
+}
+
 void Trainer::setup_quant() {
-  if (!o_.qat && !o_.ptq) {
+  if (!o_.qat && !o_.ptq && !o_.analyses_sensitivity()) {
     QFLOW_CHECK(o_.qconfig_file.empty(), "qflow-train: --qconfig {} quantizes layers: give it with --qat or --ptq",
                 o_.qconfig_file);
     return;
@@ -72,19 +84,8 @@ void Trainer::setup_quant() {
   float_gm_ = fx::symbolic_trace(float_model_, example_);
   if (!o_.qat) return;
   const bool from_float = !o_.qat_from.empty() || !o_.weights.empty();
-  if (from_float && !o_.resume && !o_.eval_only) {
-    const std::string weights = o_.qat_from.empty() ? o_.weights : o_.qat_from;
-    if (const auto recorded = recorded_float_accuracy(weights, test_set_tag())) {
-      float_acc_ = recorded->accuracy;
-      fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}% (recorded in {} by the run that "
-                 "evaluated it on the same {} test images)\n",
-                 recorded->loss, recorded->accuracy, weights, test_loader_->dataset().size());
-    } else {
-      const EvalResult r = evaluate(*float_model_, *test_loader_, &world_);
-      float_acc_ = r.accuracy;
-      fmt::print("qflow-train: float model: test loss {:.4f}  accuracy {:.2f}%\n", r.loss, r.accuracy);
-    }
-  }
+  if (from_float && !o_.resume && !o_.eval_only)
+    float_acc_ = float_accuracy(o_.qat_from.empty() ? o_.weights : o_.qat_from);
   quant::PassSummary summary;
   model_ = quant::quantization_aware_training(*float_gm_, example_, mapping, &summary);
   model_->train();

@@ -28,7 +28,7 @@ struct DeployedTensors {
 /// tensors shared with that layer.
 struct OutputGrid {
   Tensor scale, zero_point;
-  QConfig qconfig;
+  QConfig qconfig;  // the next layer's activations() (Note [Weight and activation bits])
 };
 
 /// Why a layer with these tensors cannot run in integers ("" when it can): more than 8 bits,

@@ -3,6 +3,7 @@
 // observer momentum, gradient estimator). The numerics each option selects are spelled out
 // in Note [Quantization numerics] (fake_quantize.h).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,18 @@ enum class ObserverKind { MovingAverage, MinMax, Lsq, Tqt, Histogram, Percentile
 /// cambricon power of two).
 enum class ScaleInit { Lsq, Range };
 
+// Note [Weight and activation bits]
+// `bits` is the weights' width and, unless activation_bits is set, the activations' too.
+// W4A8 — 4-bit weights, 8-bit activations, the usual low-bit point: a weight's error is paid
+// once per multiply-accumulate and averages out over a long dot product, an activation's error
+// reaches every output channel — is {.bits = 4, .activation_bits = 8}. Everything about an
+// activation grid reads activations() (a copy with bits = activation_bits): a Q module's input
+// observer and input fake quantization, a deployed layer's input quantization, the
+// requantization of a fused integer layer into the next layer's input grid, the ONNX input
+// Q/DQ. Everything about weights reads `bits`. Both widths must fit int8 for the integer
+// kernels (a 4-bit weight grid is a subset of int8's, so W4A8 runs integer). to_string and the
+// JSON write activation_bits only when it is set, so a QConfig without it prints as it did
+// before the field existed (checkpoints compare these texts on --resume).
 struct QConfig {
   int64_t bits = 8;
   Scheme scheme = Scheme::Symmetric;
@@ -59,6 +72,9 @@ struct QConfig {
   double momentum = 0.95;
   Ste ste = Ste::Pure;
   BnFold bn_fold = BnFold::Running;
+  /// Bits of the activations (each layer's quantized input) when they differ from the
+  /// weights' `bits`: W4A8 is {.bits = 4, .activation_bits = 8}. Unset: `bits` for both.
+  std::optional<int64_t> activation_bits = std::nullopt;
   ObserverKind observer = ObserverKind::MovingAverage;
   /// observer = percentile: the upper percentile kept (the lower one is 100 − percentile).
   double percentile = 99.99;
@@ -68,9 +84,12 @@ struct QConfig {
   /// stays where the initialisation put it.
   bool learn_zero_point = false;
 
-  /// Throws qflow::Error for bits outside 2..16, cambricon with affine, momentum outside [0, 1),
-  /// percentile outside (50, 100], tqt with affine, lsq with cambricon (a learned scale is no
-  /// power of two: that is tqt), learn_zero_point without lsq and affine.
+  /// The QConfig the activations are quantized with: this one with bits = activation_bits
+  /// (Note [Weight and activation bits]).
+  QConfig activations() const;
+  /// Throws qflow::Error for bits or activation_bits outside 2..16, cambricon with affine,
+  /// momentum outside [0, 1), percentile outside (50, 100], tqt with affine, lsq with cambricon
+  /// (a learned scale is no power of two: that is tqt), learn_zero_point without lsq and affine.
   void validate() const;
   /// Lowest integer of the grid: -2^(bits-1) (symmetric) or 0 (affine).
   int64_t quant_min() const;

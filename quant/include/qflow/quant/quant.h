@@ -70,3 +70,4 @@
 #include "qflow/quant/qparams.h"
 #include "qflow/quant/quant_meta.h"
 #include "qflow/quant/quant_module.h"
+#include "qflow/quant/sensitivity.h"
