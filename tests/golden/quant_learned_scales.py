@@ -42,8 +42,11 @@ print("namespace golden {")
 # A bell with a sparse right tail: the search clips both sides.
 bell = [round(1000.0 * math.exp(-0.5 * ((i - 60) / 10.0) ** 2)) + (2 if i > 100 and i % 5 == 0 else 0) for i in range(256)]
 histogram_case("Bell", bell, -3.0, 5.0, torch.quint8)
-# 2048 bins (the observer's own count), a narrow bell and single counts every 97 bins.
-wide = [round(5000.0 * math.exp(-0.5 * ((i - 1024) / 40.0) ** 2)) + (1 if i % 97 == 0 else 0) for i in range(2048)]
+# 2048 bins (the observer's own count): a bell on a wide, thin Laplace base. PyTorch evaluates the
+# error in float32 and stops at its first increase; near the optimum the curve is flat enough
+# that float32 rounding picks the stopping bin, so the C++ test compares this case to a tolerance.
+wide = [round(5000.0 * math.exp(-0.5 * ((i - 1024) / 60.0) ** 2)) + round(40 * math.exp(-abs(i - 1024) / 300.0))
+        for i in range(2048)]
 histogram_case("Wide", wide, -8.0, 8.0, torch.quint8)
 # One-sided (post-ReLU) with an outlier bin at the far end.
 relu = [4000.0] + [round(3000.0 * math.exp(-i / 20.0)) for i in range(1, 200)] + [0.0] * 55 + [3.0]

@@ -23,23 +23,26 @@ Histogram histogram_of(const std::vector<float>& counts, double lo, double hi) {
 }  // namespace
 
 // tests/golden/quant_learned_scales.py: PyTorch's _non_linear_param_search on the same
-// histograms (quint8: 256 destination bins).
+// histograms (quint8: 256 destination bins). The same bins on the bell and the one-sided case;
+// on the 2048-bin case, whose error is flat near its minimum, PyTorch's float32 arithmetic picks
+// its stopping bin by rounding (qflow computes in float64): within 1 % of the histogram's width.
 TEST(HistogramObserverTest, L2RangeMatchesPyTorch) {
   struct Case {
     const char* name;
     const std::vector<float>& counts;
     float lo, hi;
-    double want_lo, want_hi;
+    double want_lo, want_hi, tolerance;
   };
   for (const Case& c : {Case{"bell", golden::kBellCounts, golden::kBellMin, golden::kBellMax, golden::kBellChosenMin,
-                             golden::kBellChosenMax},
-                        Case{"wide", golden::kWideCounts, golden::kWideMin, golden::kWideMax, golden::kWideChosenMin,
-                             golden::kWideChosenMax},
+                             golden::kBellChosenMax, 1e-6},
                         Case{"relu", golden::kReluCounts, golden::kReluMin, golden::kReluMax, golden::kReluChosenMin,
-                             golden::kReluChosenMax}}) {
+                             golden::kReluChosenMax, 1e-6},
+                        Case{"wide", golden::kWideCounts, golden::kWideMin, golden::kWideMax, golden::kWideChosenMin,
+                             golden::kWideChosenMax, 0.01 * (golden::kWideMax - golden::kWideMin)}}) {
     const auto [lo, hi] = histogram_l2_range(histogram_of(c.counts, c.lo, c.hi), 256);
-    EXPECT_NEAR(lo, c.want_lo, 1e-6) << c.name;
-    EXPECT_NEAR(hi, c.want_hi, 1e-6) << c.name;
+    EXPECT_NEAR(lo, c.want_lo, c.tolerance) << c.name;
+    EXPECT_NEAR(hi, c.want_hi, c.tolerance) << c.name;
+    EXPECT_LT(hi - lo, c.hi - c.lo) << c.name;  // every case clips something
   }
 }
 
@@ -61,10 +64,12 @@ TEST(HistogramObserverTest, MseRangeByHand) {
   const auto [lo, hi] = histogram_mse_range(h, {.bits = 2, .observer = ObserverKind::Mse});
   EXPECT_DOUBLE_EQ(lo, -1.0);
   EXPECT_DOUBLE_EQ(hi, 1.0);
-  // A single value at a bin centre: the full range is exact for it, and ties keep it.
+  // A single value at the centre 3, 8 bits: the full range (s = 4/127) rounds it to 95·s =
+  // 2.992; α = 0.75 (s = 3/127) puts it on the grid's last point, and every α = k/100 below
+  // clips it.
   const auto [lo1, hi1] = histogram_mse_range(histogram_of({0, 0, 0, 5}, -4.0, 4.0), {.bits = 8, .observer = ObserverKind::Mse});
-  EXPECT_DOUBLE_EQ(lo1, -4.0);
-  EXPECT_DOUBLE_EQ(hi1, 4.0);
+  EXPECT_DOUBLE_EQ(lo1, -3.0);
+  EXPECT_DOUBLE_EQ(hi1, 3.0);
 }
 
 // Recording: the first tensor's range, one count per value; a wider tensor moves the old
@@ -85,7 +90,7 @@ TEST(HistogramObserverTest, RecordsWidensAndRoundTrips) {
   h = obs.histogram();
   EXPECT_EQ(h.min, -2.0);
   EXPECT_EQ(h.max, 3.0);
-  EXPECT_NEAR(std::accumulate(h.counts.begin(), h.counts.end(), 0.0), 102.0, 1e-9);
+  EXPECT_NEAR(std::accumulate(h.counts.begin(), h.counts.end(), 0.0), 102.0, 1e-6);
   EXPECT_EQ(obs.num_observations(), 2);
   EXPECT_EQ(obs.min_val().item<float>(), -2.0f);
 

@@ -238,8 +238,11 @@ TEST(LearnedQuantizerTest, StateDictRoundTripAndResume) {
     nn::optim::SGD sgd(q->parameters(), opt);
     step(*q, sgd);
     step(*q, sgd);
-    const nn::StateDict model_state = q->state_dict();
-    const nn::optim::NamedTensors optim_state = sgd.state_dict();
+    // A checkpoint: copies, not the live tensors state_dict() returns.
+    nn::StateDict model_state;
+    for (const auto& [k, v] : q->state_dict()) model_state.insert(k, v.detach().clone());
+    nn::optim::NamedTensors optim_state;
+    for (const auto& [k, v] : sgd.state_dict()) optim_state.emplace_back(k, v.detach().clone());
     step(*q, sgd);
 
     auto resumed = std::make_shared<QConv2d>(conv.options(), qc);
