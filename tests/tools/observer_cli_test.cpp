@@ -107,9 +107,11 @@ TEST_F(ObserverCliTest, ExportTakesLearnedScales) {
       << out;
   ASSERT_EQ(run("/usr/bin/python3 " + std::string(QFLOW_SOURCE_DIR) + "/tests/onnx/check_onnx.py " + file, out), 0) << out;
   int scales = 0;
-  for (const auto& [name, init] : json::parse(out)["initializers"].items()) {
+  const json inits = json::parse(out)["initializers"];
+  for (auto it = inits.begin(); it != inits.end(); ++it) {
+    const std::string name = it.key();
     if (name.find("scale") == std::string::npos) continue;
-    for (const auto& v : init["values"]) {
+    for (const auto& v : it.value()["values"]) {
       const double s = v.get<double>();
       EXPECT_EQ(std::exp2(std::round(std::log2(s))), s) << name;
       ++scales;
@@ -134,15 +136,15 @@ TEST_F(ObserverCliTest, TrainLearnsScalesResumesAndCalibratesWithHistograms) {
   const std::string dir = path("run");
   const std::string train = tool("qflow-train") +
                             "--model lenet5 --dataset fashion-mnist --subset 192 --test-subset 64 --epochs 2 "
-                            "--batch-size 64 --lr 0.05 --workers 1 --threads 1 --qat --bits 4 --observer lsq "
-                            "--per-channel --checkpoint-dir " + dir;
+                            "--batch-size 64 --lr 0.05 --workers 1 --threads 1 --qat --bits 4 --per-channel "
+                            "--checkpoint-dir " + dir;
   std::string out;
-  ASSERT_EQ(run(train + " --stop-after 1", out), 0) << out;
+  ASSERT_EQ(run(train + " --observer lsq --stop-after 1", out), 0) << out;
   EXPECT_THAT(out, HasSubstr("qflow-train: 10 learned quantization parameters (scales, thresholds) train without weight "
                              "decay"));
   const nn::StateDict first = nn::load(dir + "/last.safetensors");
   ASSERT_TRUE(first.contains("model.conv1.input_observer.scale")) << out;
-  ASSERT_EQ(run(train + " --resume", out), 0) << out;
+  ASSERT_EQ(run(train + " --observer lsq --resume", out), 0) << out;
   EXPECT_THAT(out, HasSubstr("| lenet5 | deploy (int8)"));
   const nn::StateDict last = nn::load(dir + "/last.safetensors");
   EXPECT_NE(to_vector<float>(last.at("model.conv2.weight_observer.scale")),
