@@ -3,6 +3,8 @@
 // forward reads observer statistics, which a trace could not follow anyway).
 #include "qflow/fx/trace.h"
 #include "qflow/quant/deploy.h"
+#include "qflow/quant/histogram_observer.h"
+#include "qflow/quant/learned_quantizer.h"
 #include "qflow/quant/observer.h"
 
 namespace qflow::quant {
@@ -17,6 +19,9 @@ struct RegisterQuantLeaves {
     fx::register_leaf_type<DLinear>();
     fx::register_leaf_type<MinMaxObserver>();
     fx::register_leaf_type<MovingAverageMinMaxObserver>();
+    fx::register_leaf_type<HistogramObserver>();
+    fx::register_leaf_type<LsqQuantizer>();
+    fx::register_leaf_type<TqtQuantizer>();
   }
 } g_register_quant_leaves;
 

@@ -6,6 +6,8 @@
 #include "qflow/autograd/grad_mode.h"
 #include "qflow/core/factory.h"
 #include "qflow/core/ops.h"
+#include "qflow/quant/histogram_observer.h"
+#include "qflow/quant/learned_quantizer.h"
 
 namespace qflow::quant {
 
@@ -25,6 +27,16 @@ void Observer::register_statistics(nn::Module& self) {
 }
 
 QParams Observer::calculate_qparams() const { return compute_qparams(min_val_, max_val_, options_.qconfig, 0); }
+
+Tensor Observer::fake_quantize(const Tensor& x) const { return quant::fake_quantize(x, calculate_qparams(), qconfig()); }
+
+nn::Module& Observer::module() {
+  auto* m = dynamic_cast<nn::Module*>(this);
+  QFLOW_ASSERT(m != nullptr, "an Observer that is not an nn::Module");
+  return *m;
+}
+
+const nn::Module& Observer::module() const { return const_cast<Observer*>(this)->module(); }
 
 void Observer::freeze(bool frozen) {
   NoGradGuard no_grad;
@@ -69,12 +81,13 @@ Tensor MinMaxObserver::forward(const Tensor& x) {
   const int64_t channels = options().channels;
   QFLOW_CHECK(channels == 0 || (x.dim() >= 1 && x.sizes()[0] == channels),
               "MinMaxObserver: expected {} channels along axis 0, got a tensor of shape {}", channels, x.sizes());
-  const Range r = synchronized(tensor_range(x, channels > 0));
+  Range r = synchronized(tensor_range(x, channels > 0));
+  if (options().accumulate && num_observations() > 0) r = {minimum(r.min, min_val_), maximum(r.max, max_val_)};
   store(r.min, r.max);
   return x;
 }
 
-std::string MinMaxObserver::extra_repr() const { return describe(); }
+std::string MinMaxObserver::extra_repr() const { return describe() + (options().accumulate ? ", accumulate=True" : ""); }
 
 // ---- MovingAverageMinMaxObserver -------------------------------------------------------------------
 
@@ -105,6 +118,25 @@ Tensor MovingAverageMinMaxObserver::forward(const Tensor& x) {
 
 std::string MovingAverageMinMaxObserver::extra_repr() const {
   return fmt::format("{}, momentum={}", describe(), qconfig().momentum);
+}
+
+// ---- make_input_observer / make_weight_observer -----------------------------------------------------
+
+std::shared_ptr<Observer> make_input_observer(const QConfig& qconfig) {
+  switch (qconfig.observer) {
+    case ObserverKind::MovingAverage: return std::make_shared<MovingAverageMinMaxObserver>(ObserverOptions{.qconfig = qconfig});
+    case ObserverKind::MinMax: return std::make_shared<MinMaxObserver>(ObserverOptions{.qconfig = qconfig, .accumulate = true});
+    case ObserverKind::Lsq: return std::make_shared<LsqQuantizer>(ObserverOptions{.qconfig = qconfig});
+    case ObserverKind::Tqt: return std::make_shared<TqtQuantizer>(ObserverOptions{.qconfig = qconfig});
+    default: return std::make_shared<HistogramObserver>(ObserverOptions{.qconfig = qconfig});
+  }
+}
+
+std::shared_ptr<Observer> make_weight_observer(const QConfig& qconfig, int64_t channels) {
+  const ObserverOptions options{.qconfig = qconfig, .channels = channels};
+  if (qconfig.observer == ObserverKind::Lsq) return std::make_shared<LsqQuantizer>(options);
+  if (qconfig.observer == ObserverKind::Tqt) return std::make_shared<TqtQuantizer>(options);
+  return std::make_shared<MinMaxObserver>(options);
 }
 
 // ---- freeze_observers ------------------------------------------------------------------------------

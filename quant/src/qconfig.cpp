@@ -1,6 +1,7 @@
 #include "qflow/quant/qconfig.h"
 
 #include <cmath>
+#include <utility>
 
 #include "qflow/core/error.h"
 
@@ -16,6 +17,16 @@ void QConfig::validate() const {
               "QConfig: formula cambricon supports only the symmetric scheme (power-of-two scales have no zero "
               "point), got scheme affine");
   QFLOW_CHECK(momentum >= 0.0 && momentum < 1.0, "QConfig: momentum must be in [0, 1), got {}", momentum);
+  QFLOW_CHECK(percentile > 50.0 && percentile <= 100.0, "QConfig: percentile must be in (50, 100], got {}", percentile);
+  QFLOW_CHECK(!(observer == ObserverKind::Tqt && scheme == Scheme::Affine),
+              "QConfig: observer tqt supports only the symmetric scheme (power-of-two scales have no zero point), got "
+              "scheme affine");
+  QFLOW_CHECK(!(observer == ObserverKind::Lsq && formula == Formula::Cambricon),
+              "QConfig: observer lsq learns any scale, not a power of two: for power-of-two scales use observer tqt "
+              "(formula cambricon is for observed ranges)");
+  QFLOW_CHECK(!learn_zero_point || (observer == ObserverKind::Lsq && scheme == Scheme::Affine),
+              "QConfig: learn_zero_point needs observer lsq and the affine scheme, got observer {} and scheme {}",
+              quant::to_string(observer), quant::to_string(scheme));
 }
 
 int64_t QConfig::quant_min() const { return scheme == Scheme::Symmetric ? -(int64_t{1} << (bits - 1)) : 0; }
@@ -32,16 +43,43 @@ QConfig QConfig::activations() const {
 }
 
 std::string QConfig::to_string() const {
-  return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={}{}{})", bits,
+  // Fields added after the text was first recorded in checkpoints appear only when not the
+  // default, so a model trained before them keeps its text.
+  const QConfig d{};
+  std::string extra;
+  if (bn_fold != d.bn_fold) extra += fmt::format(", bn_fold={}", quant::to_string(bn_fold));
+  if (activation_bits) extra += fmt::format(", activation_bits={}", *activation_bits);
+  if (observer != d.observer) extra += fmt::format(", observer={}", quant::to_string(observer));
+  if (percentile != d.percentile) extra += fmt::format(", percentile={}", percentile);
+  if (scale_init != d.scale_init) extra += fmt::format(", scale_init={}", quant::to_string(scale_init));
+  if (learn_zero_point != d.learn_zero_point) extra += ", learn_zero_point=true";
+  return fmt::format("QConfig(bits={}, scheme={}, formula={}, per_layer={}, momentum={}, ste={}{})", bits,
                      quant::to_string(scheme), quant::to_string(formula), per_layer, momentum, quant::to_string(ste),
-                     bn_fold == QConfig{}.bn_fold ? "" : fmt::format(", bn_fold={}", quant::to_string(bn_fold)),
-                     activation_bits ? fmt::format(", activation_bits={}", *activation_bits) : "");
+                     extra);
 }
 
 std::string_view to_string(Scheme s) { return s == Scheme::Symmetric ? "symmetric" : "affine"; }
 std::string_view to_string(Formula f) { return f == Formula::Google ? "google" : "cambricon"; }
 std::string_view to_string(Ste s) { return s == Ste::Pure ? "pure" : "clipped"; }
 std::string_view to_string(BnFold f) { return f == BnFold::Batch ? "batch" : "running"; }
+
+namespace {
+constexpr std::pair<ObserverKind, std::string_view> kObserverNames[] = {
+    {ObserverKind::MovingAverage, "moving_average"}, {ObserverKind::MinMax, "minmax"},
+    {ObserverKind::Lsq, "lsq"},                      {ObserverKind::Tqt, "tqt"},
+    {ObserverKind::Histogram, "histogram"},          {ObserverKind::Percentile, "percentile"},
+    {ObserverKind::Mse, "mse"}};
+}  // namespace
+
+std::string_view to_string(ObserverKind k) {
+  for (const auto& [kind, name] : kObserverNames)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::string_view to_string(ScaleInit i) { return i == ScaleInit::Lsq ? "lsq" : "range"; }
+
+bool learns_scale(ObserverKind k) { return k == ObserverKind::Lsq || k == ObserverKind::Tqt; }
 
 Scheme parse_scheme(std::string_view text) {
   if (text == "symmetric") return Scheme::Symmetric;
@@ -65,6 +103,19 @@ BnFold parse_bn_fold(std::string_view text) {
   if (text == "batch") return BnFold::Batch;
   if (text == "running") return BnFold::Running;
   QFLOW_FAIL("QConfig: unknown bn_fold '{}' (expected batch or running)", text);
+}
+
+ObserverKind parse_observer(std::string_view text) {
+  for (const auto& [kind, name] : kObserverNames)
+    if (name == text) return kind;
+  QFLOW_FAIL("QConfig: unknown observer '{}' (expected moving_average, minmax, lsq, tqt, histogram, percentile or mse)",
+             text);
+}
+
+ScaleInit parse_scale_init(std::string_view text) {
+  if (text == "lsq") return ScaleInit::Lsq;
+  if (text == "range") return ScaleInit::Range;
+  QFLOW_FAIL("QConfig: unknown scale_init '{}' (expected lsq or range)", text);
 }
 
 }  // namespace qflow::quant

@@ -47,8 +47,13 @@ struct Reader {
         else if (key == "momentum") qc.momentum = get<double>(j, where, "momentum", Json::value_t::number_float, "a number");
         else if (key == "ste") qc.ste = parse_ste(get<std::string>(j, where, "ste", Json::value_t::string, "a string"));
         else if (key == "bn_fold") qc.bn_fold = parse_bn_fold(get<std::string>(j, where, "bn_fold", Json::value_t::string, "a string"));
-        else fail(where, fmt::format("unknown QConfig field \"{}\" (expected bits, activation_bits, scheme, formula, "
-                                     "per_layer, momentum, ste, bn_fold)", key));
+        else if (key == "observer") qc.observer = parse_observer(get<std::string>(j, where, "observer", Json::value_t::string, "a string"));
+        else if (key == "percentile") qc.percentile = get<double>(j, where, "percentile", Json::value_t::number_float, "a number");
+        else if (key == "scale_init") qc.scale_init = parse_scale_init(get<std::string>(j, where, "scale_init", Json::value_t::string, "a string"));
+        else if (key == "learn_zero_point") qc.learn_zero_point = get<bool>(j, where, "learn_zero_point", Json::value_t::boolean, "true or false");
+        else fail(where, fmt::format("unknown QConfig field \"{}\" (expected bits, activation_bits, scheme, "
+                                     "formula, per_layer, momentum, ste, bn_fold, observer, percentile, scale_init, "
+                                     "learn_zero_point)", key));
       } catch (const Error& e) {
         if (e.message().rfind(source, 0) == 0) throw;
         fail(where, e.message());  // parse_scheme & co. name the word and the accepted ones
@@ -90,8 +95,11 @@ struct Reader {
 };
 
 // `inherited_activation_bits`: the QConfig a parsed rule would start from (the global) has
-// activation_bits set, so an unset field must be written as null to read back unset.
-Json to_json_value(const std::optional<QConfig>& qc, bool inherited_activation_bits = false) {
+// activation_bits set, so an unset field must be written as null to read back unset. The
+// observer fields came after checkpoints recorded this text (qflow-train compares it on
+// --resume): they are written only where they differ from what a reader starts from (`base`:
+// the defaults for the global, the global for a rule), so older texts stay canonical.
+Json to_json_value(const std::optional<QConfig>& qc, bool inherited_activation_bits = false, const QConfig& base = {}) {
   if (!qc) return "none";
   Json j{{"bits", qc->bits},           {"scheme", to_string(qc->scheme)}, {"formula", to_string(qc->formula)},
          {"per_layer", qc->per_layer}, {"momentum", qc->momentum},       {"ste", to_string(qc->ste)},
@@ -100,6 +108,10 @@ Json to_json_value(const std::optional<QConfig>& qc, bool inherited_activation_b
   // and activation bits]).
   if (qc->activation_bits) j["activation_bits"] = *qc->activation_bits;
   else if (inherited_activation_bits) j["activation_bits"] = nullptr;
+  if (qc->observer != base.observer) j["observer"] = to_string(qc->observer);
+  if (qc->percentile != base.percentile) j["percentile"] = qc->percentile;
+  if (qc->scale_init != base.scale_init) j["scale_init"] = to_string(qc->scale_init);
+  if (qc->learn_zero_point != base.learn_zero_point) j["learn_zero_point"] = qc->learn_zero_point;
   return j;
 }
 
@@ -109,7 +121,7 @@ std::string QConfigMapping::to_json() const {
   Json rules = Json::array();
   for (const QConfigRule& r : rules_)
     rules.push_back(Json{{std::string(to_string(r.kind)), r.pattern},
-                         {"qconfig", to_json_value(r.qconfig, global_ && global_->activation_bits)}});
+                         {"qconfig", to_json_value(r.qconfig, global_ && global_->activation_bits, global_.value_or(QConfig{}))}});
   return Json{{"global", to_json_value(global_)}, {"rules", rules}}.dump();
 }
 

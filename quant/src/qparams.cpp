@@ -40,6 +40,8 @@ std::pair<float, float> qparams_of(float lo, float hi, const QConfig& qc) {
 
 }  // namespace
 
+std::pair<float, float> range_qparams(float min, float max, const QConfig& qconfig) { return qparams_of(min, max, qconfig); }
+
 QParams compute_qparams(const Tensor& min, const Tensor& max, const QConfig& qconfig, int64_t axis) {
   qconfig.validate();
   QFLOW_CHECK(min.defined() && max.defined() && min.sizes() == max.sizes() && min.dim() <= 1 && min.numel() > 0,

@@ -6,20 +6,33 @@ namespace qflow::quant {
 
 QuantModule::QuantModule(const QConfig& qconfig) : qconfig_(qconfig) { qconfig_.validate(); }
 
+namespace {
+
+// Registers `observer` as `name` on `self` and returns the registered one (while cloning, the
+// clone of the source's, Note [Module cloning]).
+std::shared_ptr<Observer> register_observer(nn::Module& self, const char* name, const std::shared_ptr<Observer>& observer) {
+  const nn::ModulePtr registered = self.register_module(name, std::dynamic_pointer_cast<nn::Module>(observer));
+  auto obs = std::dynamic_pointer_cast<Observer>(registered);
+  QFLOW_ASSERT(obs != nullptr, "{} is a {}, not an observer", name, registered->type_name());
+  return obs;
+}
+
+}  // namespace
+
 void QuantModule::register_observers(nn::Module& self, int64_t out_channels) {
-  input_observer = self.register_module("input_observer", MovingAverageMinMaxObserver({.qconfig = qconfig_.activations()}));
-  weight_observer = self.register_module(
-      "weight_observer", MinMaxObserver({.qconfig = qconfig_, .channels = qconfig_.per_layer ? 0 : out_channels}));
+  input_observer = register_observer(self, "input_observer", make_input_observer(qconfig_.activations()));
+  weight_observer =
+      register_observer(self, "weight_observer", make_weight_observer(qconfig_, qconfig_.per_layer ? 0 : out_channels));
 }
 
 Tensor QuantModule::quantize_input(const Tensor& x) {
-  (*input_observer)(x);
-  return fake_quant_ ? fake_quantize(x, input_observer->calculate_qparams(), qconfig_.activations()) : x;
+  input_observer->module()(x);
+  return fake_quant_ ? input_observer->fake_quantize(x) : x;
 }
 
 Tensor QuantModule::quantize_weight(const Tensor& w) {
-  (*weight_observer)(w);
-  return fake_quant_ ? fake_quantize(w, weight_observer->calculate_qparams(), qconfig_) : w;
+  weight_observer->module()(w);
+  return fake_quant_ ? weight_observer->fake_quantize(w) : w;
 }
 
 std::string QuantModule::qconfig_repr() const {

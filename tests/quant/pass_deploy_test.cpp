@@ -73,11 +73,18 @@ INSTANTIATE_TEST_SUITE_P(PublishedConfigs, DeployEqualsQatEval,
                                            QConfig{.per_layer = false},                        // symmetric/google per-channel
                                            QConfig{.scheme = Scheme::Affine},                  // affine/google per-layer
                                            QConfig{.scheme = Scheme::Affine, .per_layer = false},  // affine per-channel
-                                           QConfig{.formula = Formula::Cambricon}),            // symmetric/cambricon
+                                           QConfig{.formula = Formula::Cambricon},             // symmetric/cambricon
+                                           // Learned scales (Note [Learned scales]), trained by the steps.
+                                           QConfig{.per_layer = false, .observer = ObserverKind::Lsq},
+                                           QConfig{.bits = 4, .scheme = Scheme::Affine, .observer = ObserverKind::Lsq,
+                                                   .learn_zero_point = true},
+                                           QConfig{.bits = 4, .per_layer = false, .observer = ObserverKind::Tqt}),
                          [](const ::testing::TestParamInfo<QConfig>& info) {
                            const QConfig& q = info.param;
-                           return fmt::format("{}_{}_{}", to_string(q.scheme), to_string(q.formula),
-                                              q.per_layer ? "per_layer" : "per_channel");
+                           std::string name = fmt::format("{}_{}_{}", to_string(q.scheme), to_string(q.formula),
+                                                          q.per_layer ? "per_layer" : "per_channel");
+                           if (q.observer != QConfig{}.observer) name += fmt::format("_{}_{}bit", to_string(q.observer), q.bits);
+                           return name;
                          });
 
 // 4-bit weights, 8-bit activations (Note [Weight and activation bits]).

@@ -55,7 +55,7 @@ TEST(PtqPassTest, CalibrateMovesTheObserversOnlyAndDeployEqualsItsEval) {
   EXPECT_FLOAT_EQ(conv1.input_observer->max_val().item<float>(), 0.95f * hi0 + 0.05f * hi1);
   EXPECT_EQ(to_vector<float>(conv1.weight), weight_before);  // nothing trained
   EXPECT_FALSE(ptq->is_training());                           // modes restored, observers included
-  EXPECT_FALSE(conv1.input_observer->is_training());
+  EXPECT_FALSE(conv1.input_observer->module().is_training());
 
   PassSummary s;
   auto deploy = dequantization_aware_training(*gm, *ptq, example, {.scheme = Scheme::Affine}, &s);
@@ -86,4 +86,36 @@ TEST(PtqPassTest, CalibrateRespectsFrozenObserversAndTakesLoaderBatches) {
   EXPECT_EQ(calibrate(*ptq, loader), 2);
   EXPECT_EQ(ptq->get_submodule<QConv2d>("conv1")->input_observer->num_observations(), 2);
   EXPECT_EQ(ptq->get_submodule<QLinear>("fc3")->weight_observer->num_observations(), 2);
+}
+
+// PTQ calibrated by each histogram observer (Note [Histogram observers]): activations get a
+// HistogramObserver, weights a MinMaxObserver; the deploy model computes what the calibrated
+// model computes, and a percentile range is no wider than the min/max one.
+TEST(PtqPassTest, HistogramObserversCalibrateAndDeploy) {
+  const Tensor example = randn({1, 1, 28, 28});
+  auto gm = traced("lenet5", example, 0, {.in_channels = 1, .image_size = 28});
+  manual_seed(21);
+  const std::vector<Tensor> batches{randn({8, 1, 28, 28}), randn({8, 1, 28, 28}) * Scalar(1.5)};
+  auto minmax = prepare_ptq(*gm, example, QConfig{.observer = ObserverKind::MinMax});
+  calibrate(*minmax, batches);
+  for (ObserverKind k : {ObserverKind::Histogram, ObserverKind::Percentile, ObserverKind::Mse}) {
+    const QConfig qc{.observer = k, .percentile = 99.0};
+    auto ptq = prepare_ptq(*gm, example, qc);
+    const QConv2d& conv2 = *ptq->get_submodule<QConv2d>("conv2");
+    EXPECT_EQ(conv2.input_observer->module().type_name(), "HistogramObserver");
+    EXPECT_EQ(conv2.weight_observer->module().type_name(), "MinMaxObserver");
+    EXPECT_EQ(calibrate(*ptq, batches), 2);
+    EXPECT_EQ(conv2.input_observer->num_observations(), 2);
+    const float chosen = conv2.input_observer->max_val().item<float>();
+    EXPECT_GT(chosen, 0.0f) << to_string(k);
+    EXPECT_LE(chosen, minmax->get_submodule<QConv2d>("conv2")->input_observer->max_val().item<float>() * 1.0001f)
+        << to_string(k);
+    auto deploy = dequantization_aware_training(*gm, *ptq, example, qc);
+    set_integer(*deploy, false);
+    ptq->eval();
+    deploy->eval();
+    const Tensor x = randn({2, 1, 28, 28});
+    NoGradGuard no_grad;
+    expect_close_to_scale((*deploy)(x), (*ptq)(x), 1e-5);
+  }
 }

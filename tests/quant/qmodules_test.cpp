@@ -112,7 +112,7 @@ TEST(QLinearTest, ClippedEstimatorZeroesGradientsOutsideTheGrid) {
   // above 7/6 are clipped.
   auto q = std::make_shared<QLinear>(nn::LinearOptions{.in = 3, .out = 1, .bias = false},
                                      QConfig{.bits = 3, .ste = Ste::Clipped});
-  (*q->input_observer)(quant_test::vec({-1.0f, 1.0f}));
+  q->input_observer->module()(quant_test::vec({-1.0f, 1.0f}));
   q->input_observer->freeze();
   {
     NoGradGuard no_grad;

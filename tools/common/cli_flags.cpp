@@ -54,6 +54,7 @@ quant::QConfig QuantFlags::qconfig(quant::QConfig base) const {
   base.scheme = quant::parse_scheme(scheme);
   base.formula = quant::parse_formula(formula);
   base.per_layer = !per_channel;
+  observer.apply_to(base);
   base.validate();
   return base;
 }
@@ -78,6 +79,7 @@ QuantFlagOptions add_quant_flags(CLI::App& app, QuantFlags& q, const std::string
                   ->check(CLI::IsMember({"google", "cambricon"}))
                   ->capture_default_str();
   o.per_channel = app.add_flag("--per-channel", q.per_channel, applies + "One weight scale per output channel (default: per layer)");
+  q.observer.add_to(app);
   o.qconfig = add_qconfig_option(app, q.qconfig_file);
   return o;
 }

@@ -11,6 +11,7 @@
 
 #include "qflow/quant/qconfig.h"
 #include "qflow/quant/qconfig_mapping.h"
+#include "qconfig_option.h"
 
 namespace qflow::tools {
 
@@ -35,7 +36,8 @@ struct ModelShapeFlags {
 void add_model_shape_flags(CLI::App& app, ModelShapeFlags& shape);
 
 /// The grid the quantized layers use: --bits, --activation-bits, --scheme, --formula,
-/// --per-channel, and --qconfig FILE.json refining them per layer (Note [QConfig mapping]).
+/// --per-channel, what sets the scales (--observer & co.), and --qconfig FILE.json refining
+/// them per layer (Note [QConfig mapping]).
 struct QuantFlags {
   int64_t bits = 8;
   /// Unset: the activations take --bits too; `--bits 4 --activation-bits 8` is W4A8 (Note
@@ -44,6 +46,7 @@ struct QuantFlags {
   std::string scheme = "symmetric";  // symmetric | affine
   std::string formula = "google";    // google | cambricon
   bool per_channel = false;
+  ObserverFlags observer;    // --observer, --percentile, --scale-init, --learn-zero-point
   std::string qconfig_file;  // --qconfig: a QConfig mapping over the flags
 
   /// The flags' QConfig, validated; `base` gives the fields these flags do not set.

@@ -26,6 +26,41 @@ inline CLI::Option* add_qconfig_option(CLI::App& app, std::string& file) {
       ->check(CLI::ExistingFile);
 }
 
+/// --observer and its knobs (QConfig::observer, percentile, scale_init, learn_zero_point;
+/// Note [Learned scales], Note [Histogram observers]), shared by the tools that build a QConfig.
+struct ObserverFlags {
+  std::string observer = "moving_average";
+  double percentile = 99.99;
+  std::string scale_init = "lsq";
+  bool learn_zero_point = false;
+
+  /// Declares --observer, --percentile, --scale-init and --learn-zero-point on `app`.
+  void add_to(CLI::App& app) {
+    app.add_option("--observer", observer,
+                   "What sets the scales: moving_average (default) | minmax | lsq (learned, Esser et al.) | tqt "
+                   "(learned power-of-two thresholds, Jain et al.; symmetric) | histogram (L2-optimal range, "
+                   "PyTorch's HistogramObserver) | percentile | mse (the last three for PTQ calibration)")
+        ->check(CLI::IsMember({"moving_average", "minmax", "lsq", "tqt", "histogram", "percentile", "mse"}))
+        ->capture_default_str();
+    app.add_option("--percentile", percentile, "--observer percentile: the upper percentile kept, in (50, 100]")
+        ->check(CLI::Range(50.000001, 100.0))
+        ->capture_default_str();
+    app.add_option("--scale-init", scale_init,
+                   "--observer lsq/tqt: initial scale from the first batch: lsq (2·mean|x|/√Qp) | range (its min/max)")
+        ->check(CLI::IsMember({"lsq", "range"}))
+        ->capture_default_str();
+    app.add_flag("--learn-zero-point", learn_zero_point, "--observer lsq --scheme affine: learn the zero point too (LSQ+)");
+  }
+
+  /// Writes the flags into `qc` (validate() then checks the combination).
+  void apply_to(quant::QConfig& qc) const {
+    qc.observer = quant::parse_observer(observer);
+    qc.percentile = percentile;
+    qc.scale_init = quant::parse_scale_init(scale_init);
+    qc.learn_zero_point = learn_zero_point;
+  }
+};
+
 /// The mapping the flags and --qconfig describe: `flags` for every layer without a file.
 inline quant::QConfigMapping qconfig_mapping(const quant::QConfig& flags, const std::string& file) {
   flags.validate();

@@ -12,6 +12,7 @@
 #include "../common/data_setup.h"
 #include "qflow/quant/qconfig.h"
 #include "qflow/quant/qconfig_mapping.h"
+#include "../common/qconfig_option.h"
 
 namespace qflow::tools {
 

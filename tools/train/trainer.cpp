@@ -156,8 +156,7 @@ void Trainer::build() {
   }
   ddp_ = std::make_shared<distributed::DistributedDataParallel>(
       model_, distributed::DataParallelOptions{.bucket_cap_mb = o_.bucket_mb}, &world_);
-  optimizer_ = std::make_unique<nn::optim::SGD>(
-      model_->parameters(), nn::optim::SGDOptions{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay});
+  optimizer_ = make_optimizer();
   std::vector<std::shared_ptr<nn::optim::LRScheduler>> parts;
   if (o_.warmup_epochs > 0) parts.push_back(std::make_shared<nn::optim::LinearWarmup>(*optimizer_, o_.warmup_epochs));
   if (o_.schedule == "cosine") {

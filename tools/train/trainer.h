@@ -65,6 +65,8 @@ class Trainer {
   /// The checkpoint metadata entry "qconfig_mapping": the QAT mapping's canonical JSON ("" for
   /// runs without --qat); --resume refuses a checkpoint whose entry differs.
   std::string qconfig_mapping_tag() const;
+  /// SGD over the model's parameters; learned quantization scales in a group without weight decay.
+  std::unique_ptr<nn::optim::SGD> make_optimizer();
   /// Names the test images evaluate() uses (data set, location, count): best.safetensors
   /// records its accuracy under this tag (Note [Recorded test accuracy]).
   std::string test_set_tag() const;

@@ -1,7 +1,9 @@
 // The Trainer's quantization steps; see Note [qflow-train quantization] in quant_report.h.
+#include <algorithm>
 #include <filesystem>
 
 #include "qflow/fx/fx.h"
+#include "qflow/quant/learned_quantizer.h"
 #include "integer_agreement.h"
 #include "quant_report.h"
 #include "trainer.h"
@@ -33,6 +35,25 @@ std::optional<EvalResult> recorded_float_accuracy(const std::string& path, const
 
 std::string Trainer::quant_tag() const {
   return o_.qat ? "qat " + quant::to_string(o_.qconfig_mapping().global()) : "none";
+}
+
+// Learned quantization scales (LSQ, TQT) train in a group of their own without weight decay
+// (quant::learned_quantization_parameters says why); without them one group, as always, so
+// the optimizer state of earlier checkpoints still loads.
+std::unique_ptr<nn::optim::SGD> Trainer::make_optimizer() {
+  const nn::optim::SGDOptions options{.lr = o_.lr, .momentum = o_.momentum, .weight_decay = o_.weight_decay};
+  const std::vector<Tensor> learned = quant::learned_quantization_parameters(*model_);
+  if (learned.empty()) return std::make_unique<nn::optim::SGD>(model_->parameters(), options);
+  std::vector<Tensor> rest;
+  for (const Tensor& p : model_->parameters())
+    if (std::none_of(learned.begin(), learned.end(), [&](const Tensor& l) { return l.impl() == p.impl(); }))
+      rest.push_back(p);
+  nn::optim::SGDOptions no_decay = options;
+  no_decay.weight_decay = 0.0;
+  fmt::print("qflow-train: {} learned quantization parameters (scales, thresholds) train without weight decay\n",
+             learned.size());
+  return std::make_unique<nn::optim::SGD>(
+      std::vector<nn::optim::SGD::Group>{{std::move(rest), options}, {learned, no_decay}});
 }
 
 std::string Trainer::qconfig_mapping_tag() const { return o_.qat ? o_.qconfig_mapping().to_json() : ""; }

@@ -26,16 +26,28 @@ struct ObserverOptions {
   /// 0: one range for the whole tensor. C > 0: one range per index of axis 0 (the output
   /// channel of a weight), and observed tensors must have C entries along axis 0.
   int64_t channels = 0;
+  /// MinMaxObserver: keep the widest range seen since the start (PyTorch's MinMaxObserver)
+  /// instead of the latest tensor's.
+  bool accumulate = false;
 };
 
-/// What both observers share: the statistics buffers, freezing and the qparams.
-/// (A mixin beside nn::Cloneable, so freeze_observers can find every observer type.)
+/// What every observer shares: the statistics buffers, freezing and the qparams.
+/// (A mixin beside nn::Cloneable, so freeze_observers can find every observer type.) The
+/// learned quantizers (learned_quantizer.h) are observers too: their qparams come from
+/// parameters, and their fake quantization carries a gradient to them.
 class Observer {
  public:
   virtual ~Observer() = default;
 
   /// compute_qparams(min_val, max_val, qconfig), per channel along axis 0 when channels > 0.
-  QParams calculate_qparams() const;
+  /// A learned quantizer returns its current (detached) scale and zero point.
+  virtual QParams calculate_qparams() const;
+  /// x fake-quantized with this observer's qparams and QConfig (quant::fake_quantize); a
+  /// learned quantizer's version also differentiates with respect to its parameters.
+  virtual Tensor fake_quantize(const Tensor& x) const;
+  /// The nn::Module this observer is (every observer is one).
+  nn::Module& module();
+  const nn::Module& module() const;
   /// Stops (true) or resumes (false) recording; kept in the "frozen" buffer.
   void freeze(bool frozen = true);
   bool is_frozen() const;
@@ -77,7 +89,8 @@ class Observer {
 
 /// Records the range of the latest tensor it saw (OneFlow's min_max_observer): weights, whose
 /// range moves every step, are quantized with their current range, not a stale running one.
-/// Per tensor or per channel (axis 0).
+/// Per tensor or per channel (axis 0). With options.accumulate, the widest range seen since
+/// the start instead (activations under QConfig observer = minmax).
 class MinMaxObserver : public nn::Cloneable<MinMaxObserver>, public Observer {
  public:
   explicit MinMaxObserver(ObserverOptions options = {});
@@ -99,6 +112,11 @@ class MovingAverageMinMaxObserver : public nn::Cloneable<MovingAverageMinMaxObse
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 };
+
+/// The observer a QConfig's `observer` selects for a Q module's input (activations, per
+/// tensor) or weight (`channels` ranges, 0 = per tensor): see ObserverKind.
+std::shared_ptr<Observer> make_input_observer(const QConfig& qconfig);
+std::shared_ptr<Observer> make_weight_observer(const QConfig& qconfig, int64_t channels);
 
 /// Freezes (or, with frozen = false, unfreezes) every observer in `root`'s tree, `root`
 /// included; returns how many there were. Works on any module, e.g. a QAT GraphModule.

@@ -25,6 +25,29 @@ enum class Ste { Pure, Clipped };
 /// weight before quantizing it (OneFlow; a second, float conv computes them). Note [Which BN
 /// fold is the default] says why.
 enum class BnFold { Batch, Running };
+/// What sets a layer's scales (Note [Learned scales] in learned_quantizer.h, Note [Histogram
+/// observers] in histogram_observer.h):
+///   moving_average  the default: activations keep a moving average of their ranges, weights
+///                   the range of the current weight;
+///   minmax          activations keep the widest range seen since the start (PyTorch's
+///                   MinMaxObserver), weights the range of the current weight;
+///   lsq             the scale is a parameter trained with the model (Esser et al. 2019),
+///                   activations and weights;
+///   tqt             log2 of a threshold is a parameter, the scale its power of two (Jain et
+///                   al. 2020), activations and weights; symmetric only;
+///   histogram       activations: the range minimizing the L2 quantization error over a
+///                   histogram (PyTorch's HistogramObserver); weights as minmax;
+///   percentile      activations: the range between the (100 − p) and p percentiles of a
+///                   histogram (QConfig::percentile); weights as minmax;
+///   mse             activations: the clipping of the observed range that minimizes the
+///                   squared error of this QConfig's own grid over a histogram; weights as
+///                   minmax.
+/// The last three are meant for post-training calibration.
+enum class ObserverKind { MovingAverage, MinMax, Lsq, Tqt, Histogram, Percentile, Mse };
+/// How lsq and tqt initialise a learned scale from the first tensor they see: lsq, the
+/// paper's 2·mean|x|/√Qp; range, the scale the tensor's min/max range gives (for tqt the
+/// cambricon power of two).
+enum class ScaleInit { Lsq, Range };
 
 // Note [Weight and activation bits]
 // `bits` is the weights' width and, unless activation_bits is set, the activations' too.
@@ -52,18 +75,30 @@ struct QConfig {
   /// Bits of the activations (each layer's quantized input) when they differ from the
   /// weights' `bits`: W4A8 is {.bits = 4, .activation_bits = 8}. Unset: `bits` for both.
   std::optional<int64_t> activation_bits = std::nullopt;
+  ObserverKind observer = ObserverKind::MovingAverage;
+  /// observer = percentile: the upper percentile kept (the lower one is 100 − percentile).
+  double percentile = 99.99;
+  /// observer = lsq or tqt: how the learned scale is initialised.
+  ScaleInit scale_init = ScaleInit::Lsq;
+  /// observer = lsq with the affine scheme: the zero point is learned too (LSQ+); otherwise it
+  /// stays where the initialisation put it.
+  bool learn_zero_point = false;
 
   /// The QConfig the activations are quantized with: this one with bits = activation_bits
   /// (Note [Weight and activation bits]).
   QConfig activations() const;
-  /// Throws qflow::Error for bits or activation_bits outside 2..16, cambricon with affine, momentum outside [0, 1).
+  /// Throws qflow::Error for bits or activation_bits outside 2..16, cambricon with affine,
+  /// momentum outside [0, 1), percentile outside (50, 100], tqt with affine, lsq with cambricon
+  /// (a learned scale is no power of two: that is tqt), learn_zero_point without lsq and affine.
   void validate() const;
   /// Lowest integer of the grid: -2^(bits-1) (symmetric) or 0 (affine).
   int64_t quant_min() const;
   /// Highest integer of the grid: 2^(bits-1) - 1 (symmetric) or 2^bits - 1 (affine).
   int64_t quant_max() const;
   /// "QConfig(bits=8, scheme=symmetric, formula=google, per_layer=true, momentum=0.95, ste=pure)",
-  /// followed by ", bn_fold=batch" when bn_fold is not the default. (Until 2026-11-24 batch was
+  /// followed by ", bn_fold=batch" when bn_fold is not the default, and likewise the observer
+  /// fields (", observer=lsq", ", percentile=99.9", ", scale_init=range",
+  /// ", learn_zero_point=true") when they are not. (Until 2026-11-24 batch was
   /// the default and the text omitted it: a QAT checkpoint from then resumes with the running
   /// fold. Its parameters and statistics mean the same under either fold; only how training
   /// folds BN from the next step on differs.)
@@ -76,10 +111,16 @@ std::string_view to_string(Scheme s);
 std::string_view to_string(Formula f);
 std::string_view to_string(Ste s);
 std::string_view to_string(BnFold f);
+std::string_view to_string(ObserverKind k);
+std::string_view to_string(ScaleInit i);
 /// Inverse of to_string ("symmetric", "affine", ...); throws naming the accepted words.
 Scheme parse_scheme(std::string_view text);
 Formula parse_formula(std::string_view text);
 Ste parse_ste(std::string_view text);
 BnFold parse_bn_fold(std::string_view text);
+ObserverKind parse_observer(std::string_view text);
+ScaleInit parse_scale_init(std::string_view text);
+/// True for lsq and tqt: the scales are parameters the optimizer trains.
+bool learns_scale(ObserverKind k);
 
 }  // namespace qflow::quant

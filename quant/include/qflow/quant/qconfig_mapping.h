@@ -37,11 +37,13 @@
 //              {"path_regex": "layer4\\..*", "qconfig": "none"},
 //              {"type": "Linear", "qconfig": {"per_layer": false}}]}
 // A QConfig object names any of QConfig's fields (bits, scheme, formula, per_layer, momentum,
-// ste, bn_fold) with the words of QConfig::to_string; "global" starts from the caller's
+// ste, bn_fold, observer, percentile, scale_init, learn_zero_point) with the words of
+// QConfig::to_string; "global" starts from the caller's
 // defaults (the tools' --bits, --scheme, ... flags) and a rule's from the global (from the
 // defaults when the global is "none"). Both keys are optional ("global" absent: the defaults);
 // any other key is refused. to_json writes the canonical form — every field of every QConfig
-// spelled out, rules in order — which qflow-train records in its checkpoints and compares on
+// spelled out (the observer fields only when not the default, so texts recorded before they
+// existed stay canonical), rules in order — which qflow-train records in its checkpoints and compares on
 // --resume.
 #include <map>
 #include <optional>

@@ -1,6 +1,7 @@
 #pragma once
 // Quantization parameters from observed ranges, and fake quantization driven by a QConfig.
 #include <cstdint>
+#include <utility>
 
 #include "qflow/core/tensor.h"
 #include "qflow/quant/qconfig.h"
@@ -24,6 +25,10 @@ struct QParams {
 /// in float32). Throws when min > max or a bound is not finite. The qparams have min's shape
 /// (0-d becomes (1)) and carry no autograd history.
 QParams compute_qparams(const Tensor& min, const Tensor& max, const QConfig& qconfig, int64_t axis = 0);
+
+/// One range's (scale, zero_point) by the same formulas, in float32: what compute_qparams
+/// computes per element.
+std::pair<float, float> range_qparams(float min, float max, const QConfig& qconfig);
 
 /// The range statistics a weight observer records: per tensor ((1) each) or, with
 /// `per_channel`, one (min, max) per index of axis 0 ((C) each). Detached float32.

@@ -9,6 +9,9 @@
 //   tensor_range, fake_quantize                numerics]), F-style fake_quantize(x, qparams, qconfig)
 //   MinMaxObserver,              observer.h    range statistics in buffers; freeze_observers
 //   MovingAverageMinMaxObserver
+//   HistogramObserver            histogram_observer.h  PTQ: L2-optimal, percentile, MSE ranges
+//   LsqQuantizer, TqtQuantizer   learned_quantizer.h   learned scales (Note [Learned scales]);
+//   learned_quantization_parameters                   their parameters, for optimizer groups
 //   QConv2d, QLinear, QConvBN    qconv.h, qlinear.h, qconvbn.h   QAT modules (Note [QAT module
 //                                              layout], Note [Folding BN during QAT])
 //   DConv2d, DLinear             deploy.h      deployable modules (Note [Deployed module layout])
@@ -55,6 +58,8 @@
 #include "qflow/quant/deploy.h"
 #include "qflow/quant/deploy_upgrade.h"
 #include "qflow/quant/fake_quantize.h"
+#include "qflow/quant/histogram_observer.h"
+#include "qflow/quant/learned_quantizer.h"
 #include "qflow/quant/observer.h"
 #include "qflow/quant/passes.h"
 #include "qflow/quant/qconfig.h"

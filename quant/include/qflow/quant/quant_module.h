@@ -5,11 +5,16 @@
 // Note [QAT module layout]
 // A Q module keeps its float parameters under the float module's names (weight, bias, and
 // bn.* for QConvBN) plus two observer children:
-//   input_observer   MovingAverageMinMaxObserver, per tensor: the input activations
-//   weight_observer  MinMaxObserver, per tensor or (per_layer = false) per output channel:
-//                    the weight actually convolved (for QConvBN the BN-folded weight)
-// Forward: x_q = fake_quantize(x) with input_observer's qparams, w_q likewise with
-// weight_observer's, then the float op on x_q and w_q. Observers record before their qparams
+//   input_observer   per tensor: the input activations
+//   weight_observer  per tensor or (per_layer = false) per output channel: the weight
+//                    actually convolved (for QConvBN the BN-folded weight)
+// of the types QConfig::observer selects (make_input_observer, make_weight_observer): by
+// default a MovingAverageMinMaxObserver and a MinMaxObserver; LsqQuantizer or TqtQuantizer
+// for both with learned scales (Note [Learned scales]), whose parameters are then the Q
+// module's too (input_observer.scale, weight_observer.log2_threshold, ...).
+// Forward: x_q = input_observer->fake_quantize(x) (fake_quantize with its qparams; for a
+// learned quantizer differentiable in its scale), w_q likewise with weight_observer, then the
+// float op on x_q and w_q. Observers record before their qparams
 // are read, so a training step quantizes with the range of the batch it sees. With
 // fake quantization disabled the module computes exactly its float counterpart (observers
 // still record unless frozen, so their statistics are ready when quantization is switched on).
@@ -28,8 +33,8 @@ class QuantModule {
   void enable_fake_quant(bool on = true) { fake_quant_ = on; }
   bool fake_quant_enabled() const { return fake_quant_; }
 
-  std::shared_ptr<MovingAverageMinMaxObserver> input_observer;
-  std::shared_ptr<MinMaxObserver> weight_observer;
+  std::shared_ptr<Observer> input_observer;
+  std::shared_ptr<Observer> weight_observer;
 
  protected:
   explicit QuantModule(const QConfig& qconfig);
