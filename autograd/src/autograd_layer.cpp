@@ -159,7 +159,8 @@ class AutogradLayer final : public DispatchLayer {
     Tensor result;
     const std::string_view base = base_name(op);
     if (base == "copy_") {
-      result = expand(args[1].tensor().to(self.dtype()), SymIntList(self.sizes().begin(), self.sizes().end()));
+      const Tensor& src = OpArgs(op.schema, args).tensor("src");
+      result = expand(src.to(self.dtype()), SymIntList(self.sizes().begin(), self.sizes().end()));
     } else if (base == "fill_" || base == "zero_") {
       result = Tensor();
     } else {
