@@ -130,31 +130,27 @@ QFLOW_REGISTER_OPS(conv) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
+namespace {
+// conv2d and conv2d_relu take the same arguments.
+Tensor call_conv2d(const OpHandle& op, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                   const IntList& stride, const IntList& padding, const IntList& dilation, int64_t groups) {
+  // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
+  Value b = bias && bias->defined() ? Value(*bias) : Value();
+  return call_tensor(op, {{"input", input}, {"weight", weight}, {"bias", std::move(b)}, {"stride", stride},
+                          {"padding", padding}, {"dilation", dilation}, {"groups", groups}});
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
               const IntList& padding, const IntList& dilation, int64_t groups) {
   QFLOW_OP_HANDLE("conv2d");
-  // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
-  Value b = bias && bias->defined() ? Value(*bias) : Value();
-  return call_tensor(op, {{"input", input},
-                          {"weight", weight},
-                          {"bias", std::move(b)},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"dilation", dilation},
-                          {"groups", groups}});
+  return call_conv2d(op, input, weight, bias, stride, padding, dilation, groups);
 }
 
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
                    const IntList& padding, const IntList& dilation, int64_t groups) {
   QFLOW_OP_HANDLE("conv2d_relu");
-  Value b = bias && bias->defined() ? Value(*bias) : Value();
-  return call_tensor(op, {{"input", input},
-                          {"weight", weight},
-                          {"bias", std::move(b)},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"dilation", dilation},
-                          {"groups", groups}});
+  return call_conv2d(op, input, weight, bias, stride, padding, dilation, groups);
 }
 
 std::string conv2d_kernel_name(const std::vector<int64_t>& input_sizes, const std::vector<int64_t>& weight_sizes,

@@ -184,16 +184,9 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& dilation, int64_t groups, bool input_grad,
                                                    bool weight_grad, bool bias_grad) {
   QFLOW_OP_HANDLE("conv2d_backward");
-  Stack r = call(op, {{"grad_output", grad_output},
-                      {"input", input},
-                      {"weight", weight},
-                      {"stride", stride},
-                      {"padding", padding},
-                      {"dilation", dilation},
-                      {"groups", groups},
-                      {"input_grad", input_grad},
-                      {"weight_grad", weight_grad},
-                      {"bias_grad", bias_grad}});
+  Stack r = call(op, {{"grad_output", grad_output}, {"input", input}, {"weight", weight}, {"stride", stride},
+                      {"padding", padding}, {"dilation", dilation}, {"groups", groups}, {"input_grad", input_grad},
+                      {"weight_grad", weight_grad}, {"bias_grad", bias_grad}});
   return {std::move(r.at(0).tensor()), std::move(r.at(1).tensor()), std::move(r.at(2).tensor())};
 }
 

@@ -96,9 +96,7 @@ Tensor arange(const Scalar& end) { return arange(Scalar(0), end); }
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<DType> dtype) {
   QFLOW_OP_HANDLE("arange");
   const bool integral = start.is_integral() && end.is_integral() && step.is_integral();
-  return call_tensor(op, {{"start", start},
-                          {"end", end},
-                          {"step", step},
+  return call_tensor(op, {{"start", start}, {"end", end}, {"step", step},
                           {"dtype", dtype.value_or(integral ? DType::Int64 : DType::Float32)}});
 }
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {

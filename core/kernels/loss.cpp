@@ -418,20 +418,14 @@ using kernels::red;
 
 Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight, Reduction reduction, int64_t ignore_index) {
   QFLOW_OP_HANDLE("nll_loss");
-  return call_tensor(op, {{"self", self},
-                          {"target", target},
-                          {"weight", opt_value(weight)},
-                          {"reduction", red(reduction)},
-                          {"ignore_index", ignore_index}});
+  return call_tensor(op, {{"self", self}, {"target", target}, {"weight", opt_value(weight)},
+                          {"reduction", red(reduction)}, {"ignore_index", ignore_index}});
 }
 Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& weight, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
   QFLOW_OP_HANDLE("cross_entropy");
-  return call_tensor(op, {{"self", self},
-                          {"target", target},
-                          {"weight", opt_value(weight)},
-                          {"reduction", red(reduction)},
-                          {"ignore_index", ignore_index},
+  return call_tensor(op, {{"self", self}, {"target", target}, {"weight", opt_value(weight)},
+                          {"reduction", red(reduction)}, {"ignore_index", ignore_index},
                           {"label_smoothing", label_smoothing}});
 }
 Tensor mse_loss(const Tensor& self, const Tensor& target, Reduction reduction) {
@@ -445,22 +439,15 @@ Tensor l1_loss(const Tensor& self, const Tensor& target, Reduction reduction) {
 Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, const Tensor& weight,
                          Reduction reduction, int64_t ignore_index) {
   QFLOW_OP_HANDLE("nll_loss_backward");
-  return call_tensor(op, {{"grad_output", grad_output},
-                          {"self", self},
-                          {"target", target},
-                          {"weight", opt_value(weight)},
-                          {"reduction", red(reduction)},
-                          {"ignore_index", ignore_index}});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"target", target},
+                          {"weight", opt_value(weight)}, {"reduction", red(reduction)}, {"ignore_index", ignore_index}
+                         });
 }
 Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, const Tensor& weight,
                               Reduction reduction, int64_t ignore_index, double label_smoothing) {
   QFLOW_OP_HANDLE("cross_entropy_backward");
-  return call_tensor(op, {{"grad_output", grad_output},
-                          {"self", self},
-                          {"target", target},
-                          {"weight", opt_value(weight)},
-                          {"reduction", red(reduction)},
-                          {"ignore_index", ignore_index},
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"target", target},
+                          {"weight", opt_value(weight)}, {"reduction", red(reduction)}, {"ignore_index", ignore_index},
                           {"label_smoothing", label_smoothing}});
 }
 Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, Reduction reduction) {

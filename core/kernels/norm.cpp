@@ -336,12 +336,9 @@ const OpSchema& native_backward_schema() {
 // batch_norm_relu_backward's arguments as native_batch_norm_backward's, the statistics left out
 // (recomputed from the input).
 Stack as_native_backward_args(const OpArgs& a) {
-  return named_stack(native_backward_schema(), {{"grad_out", a["grad_out"]},
-                                                {"input", a["input"]},
-                                                {"weight", a["weight"]},
-                                                {"running_mean", a["running_mean"]},
-                                                {"running_var", a["running_var"]},
-                                                {"train", a["train"]},
+  return named_stack(native_backward_schema(), {{"grad_out", a["grad_out"]}, {"input", a["input"]},
+                                                {"weight", a["weight"]}, {"running_mean", a["running_mean"]},
+                                                {"running_var", a["running_var"]}, {"train", a["train"]},
                                                 {"eps", a["eps"]}});
 }
 
@@ -408,34 +405,28 @@ namespace {
 std::tuple<Tensor, Tensor, Tensor> three(Stack s) {
   return {std::move(s.at(0).tensor()), std::move(s.at(1).tensor()), std::move(s.at(2).tensor())};
 }
+
+// batch_norm and batch_norm_relu take the same arguments.
+Tensor call_batch_norm(const OpHandle& op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                       double eps) {
+  using kernels::opt_value;
+  return call_tensor(op, {{"input", input}, {"weight", opt_value(weight)}, {"bias", opt_value(bias)},
+                          {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                          {"training", training}, {"momentum", momentum}, {"eps", eps}});
+}
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
-  using kernels::opt_value;
   QFLOW_OP_HANDLE("batch_norm");
-  return call_tensor(op, {{"input", input},
-                          {"weight", opt_value(weight)},
-                          {"bias", opt_value(bias)},
-                          {"running_mean", opt_value(running_mean)},
-                          {"running_var", opt_value(running_var)},
-                          {"training", training},
-                          {"momentum", momentum},
-                          {"eps", eps}});
+  return call_batch_norm(op, input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps) {
-  using kernels::opt_value;
   QFLOW_OP_HANDLE("batch_norm_relu");
-  return call_tensor(op, {{"input", input},
-                          {"weight", opt_value(weight)},
-                          {"bias", opt_value(bias)},
-                          {"running_mean", opt_value(running_mean)},
-                          {"running_var", opt_value(running_var)},
-                          {"training", training},
-                          {"momentum", momentum},
-                          {"eps", eps}});
+  return call_batch_norm(op, input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(const Tensor& grad_output, const Tensor& output,
@@ -444,14 +435,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(const Tensor& grad_o
                                                             bool training, double eps) {
   using kernels::opt_value;
   QFLOW_OP_HANDLE("batch_norm_relu_backward");
-  return three(call(op, {{"grad_out", grad_output},
-                         {"output", output},
-                         {"input", input},
-                         {"weight", opt_value(weight)},
-                         {"running_mean", opt_value(running_mean)},
-                         {"running_var", opt_value(running_var)},
-                         {"train", training},
-                         {"eps", eps}}));
+  return three(call(op, {{"grad_out", grad_output}, {"output", output}, {"input", input}, {"weight", opt_value(weight)},
+                         {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                         {"train", training}, {"eps", eps}}));
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -459,14 +445,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                                                      bool training, double momentum, double eps) {
   using kernels::opt_value;
   QFLOW_OP_HANDLE("native_batch_norm");
-  return three(call(op, {{"input", input},
-                         {"weight", opt_value(weight)},
-                         {"bias", opt_value(bias)},
-                         {"running_mean", opt_value(running_mean)},
-                         {"running_var", opt_value(running_var)},
-                         {"training", training},
-                         {"momentum", momentum},
-                         {"eps", eps}}));
+  return three(call(op, {{"input", input}, {"weight", opt_value(weight)}, {"bias", opt_value(bias)},
+                         {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                         {"training", training}, {"momentum", momentum}, {"eps", eps}}));
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad_output, const Tensor& input,
@@ -476,16 +457,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
                                                               const Tensor& grad_mean, const Tensor& grad_invstd) {
   using kernels::opt_value;
   QFLOW_OP_HANDLE("native_batch_norm_backward");
-  return three(call(op, {{"grad_out", opt_value(grad_output)},
-                         {"input", input},
-                         {"weight", opt_value(weight)},
-                         {"running_mean", opt_value(running_mean)},
-                         {"running_var", opt_value(running_var)},
-                         {"save_mean", opt_value(save_mean)},
-                         {"save_invstd", opt_value(save_invstd)},
-                         {"train", training},
-                         {"eps", eps},
-                         {"grad_mean", opt_value(grad_mean)},
+  return three(call(op, {{"grad_out", opt_value(grad_output)}, {"input", input}, {"weight", opt_value(weight)},
+                         {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                         {"save_mean", opt_value(save_mean)}, {"save_invstd", opt_value(save_invstd)},
+                         {"train", training}, {"eps", eps}, {"grad_mean", opt_value(grad_mean)},
                          {"grad_invstd", opt_value(grad_invstd)}}));
 }
 

@@ -423,23 +423,15 @@ QFLOW_REGISTER_OPS(pool) {
 Tensor max_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   const IntList& dilation, bool ceil_mode) {
   QFLOW_OP_HANDLE("max_pool2d");
-  return call_tensor(op, {{"self", self},
-                          {"kernel_size", kernel_size},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"dilation", dilation},
-                          {"ceil_mode", ceil_mode}});
+  return call_tensor(op, {{"self", self}, {"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                          {"dilation", dilation}, {"ceil_mode", ceil_mode}});
 }
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size, const IntList& stride,
                                                    const IntList& padding, const IntList& dilation, bool ceil_mode) {
   QFLOW_OP_HANDLE("max_pool2d_with_indices");
-  Stack r = call(op, {{"self", self},
-                      {"kernel_size", kernel_size},
-                      {"stride", stride},
-                      {"padding", padding},
-                      {"dilation", dilation},
-                      {"ceil_mode", ceil_mode}});
+  Stack r = call(op, {{"self", self}, {"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                      {"dilation", dilation}, {"ceil_mode", ceil_mode}});
   return {std::move(r.at(0).tensor()), std::move(r.at(1).tensor())};
 }
 
@@ -447,25 +439,16 @@ Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor&
                                         const IntList& stride, const IntList& padding, const IntList& dilation,
                                         bool ceil_mode, const Tensor& indices) {
   QFLOW_OP_HANDLE("max_pool2d_with_indices_backward");
-  return call_tensor(op, {{"grad_output", grad_output},
-                          {"self", self},
-                          {"kernel_size", kernel_size},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"dilation", dilation},
-                          {"ceil_mode", ceil_mode},
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"kernel_size", kernel_size},
+                          {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"ceil_mode", ceil_mode},
                           {"indices", indices}});
 }
 
 Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   QFLOW_OP_HANDLE("avg_pool2d");
-  return call_tensor(op, {{"self", self},
-                          {"kernel_size", kernel_size},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"ceil_mode", ceil_mode},
-                          {"count_include_pad", count_include_pad},
+  return call_tensor(op, {{"self", self}, {"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                          {"ceil_mode", ceil_mode}, {"count_include_pad", count_include_pad},
                           {"divisor_override", divisor_override}});
 }
 
@@ -473,14 +456,9 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& self, const 
                            const IntList& stride, const IntList& padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override) {
   QFLOW_OP_HANDLE("avg_pool2d_backward");
-  return call_tensor(op, {{"grad_output", grad_output},
-                          {"self", self},
-                          {"kernel_size", kernel_size},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"ceil_mode", ceil_mode},
-                          {"count_include_pad", count_include_pad},
-                          {"divisor_override", divisor_override}});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"kernel_size", kernel_size},
+                          {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode},
+                          {"count_include_pad", count_include_pad}, {"divisor_override", divisor_override}});
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {

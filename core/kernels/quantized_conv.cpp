@@ -152,17 +152,11 @@ const OpSchema& quantized_conv_schema() {
 // quantized_conv2d_add_'s arguments as quantized_conv2d's, with self as its `add` (and a
 // float32 output, the default).
 Stack as_quantized_conv_args(const OpArgs& a) {
-  return named_stack(quantized_conv_schema(), {{"input", a["input"]},
-                                               {"weight", a["weight"]},
-                                               {"output_scale", a["output_scale"]},
-                                               {"bias", a["bias"]},
-                                               {"input_zero_point", a["input_zero_point"]},
-                                               {"stride", a["stride"]},
-                                               {"padding", a["padding"]},
-                                               {"dilation", a["dilation"]},
-                                               {"groups", a["groups"]},
-                                               {"relu", a["relu"]},
-                                               {"add", a["self"]}});
+  return named_stack(quantized_conv_schema(), {{"input", a["input"]}, {"weight", a["weight"]},
+                                               {"output_scale", a["output_scale"]}, {"bias", a["bias"]},
+                                               {"input_zero_point", a["input_zero_point"]}, {"stride", a["stride"]},
+                                               {"padding", a["padding"]}, {"dilation", a["dilation"]},
+                                               {"groups", a["groups"]}, {"relu", a["relu"]}, {"add", a["self"]}});
 }
 
 std::vector<TensorMeta> quantized_conv_add_meta(const OpArgs& a) {
@@ -211,20 +205,11 @@ Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor&
                         int64_t input_zero_point, const IntList& stride, const IntList& padding, const IntList& dilation,
                         int64_t groups, bool relu, const Tensor& add, const QuantizedOutput& output) {
   QFLOW_OP_HANDLE("quantized_conv2d");
-  return call_tensor(op, {{"input", input},
-                          {"weight", weight},
-                          {"output_scale", output_scale},
-                          {"bias", bias.defined() ? Value(bias) : Value()},
-                          {"input_zero_point", input_zero_point},
-                          {"stride", stride},
-                          {"padding", padding},
-                          {"dilation", dilation},
-                          {"groups", groups},
-                          {"relu", relu},
-                          {"add", add.defined() ? Value(add) : Value()},
-                          {"dtype", output.dtype},
-                          {"output_zero_point", output.zero_point},
-                          {"output_min", output.min},
+  return call_tensor(op, {{"input", input}, {"weight", weight}, {"output_scale", output_scale},
+                          {"bias", bias.defined() ? Value(bias) : Value()}, {"input_zero_point", input_zero_point},
+                          {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups},
+                          {"relu", relu}, {"add", add.defined() ? Value(add) : Value()}, {"dtype", output.dtype},
+                          {"output_zero_point", output.zero_point}, {"output_min", output.min},
                           {"output_max", output.max}});
 }
 
@@ -232,16 +217,9 @@ Tensor& quantized_conv2d_add_(Tensor& self, const Tensor& input, const Tensor& w
                               const Tensor& bias, int64_t input_zero_point, const IntList& stride,
                               const IntList& padding, const IntList& dilation, int64_t groups, bool relu) {
   QFLOW_OP_HANDLE("quantized_conv2d_add_");
-  call_tensor(op, {{"self", self},
-                   {"input", input},
-                   {"weight", weight},
-                   {"output_scale", output_scale},
-                   {"bias", bias.defined() ? Value(bias) : Value()},
-                   {"input_zero_point", input_zero_point},
-                   {"stride", stride},
-                   {"padding", padding},
-                   {"dilation", dilation},
-                   {"groups", groups},
+  call_tensor(op, {{"self", self}, {"input", input}, {"weight", weight}, {"output_scale", output_scale},
+                   {"bias", bias.defined() ? Value(bias) : Value()}, {"input_zero_point", input_zero_point},
+                   {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups},
                    {"relu", relu}});
   return self;
 }

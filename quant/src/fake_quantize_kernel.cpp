@@ -301,37 +301,22 @@ namespace qflow::quant {
 Tensor fake_quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min,
                      int64_t quant_max, int64_t axis, bool clipped_ste) {
   static const OpHandle op("fake_quantize");
-  return call_tensor(op, {{"self", self},
-                          {"scale", scale},
-                          {"zero_point", zero_point},
-                          {"quant_min", quant_min},
-                          {"quant_max", quant_max},
-                          {"axis", axis},
-                          {"clipped_ste", clipped_ste}});
+  return call_tensor(op, {{"self", self}, {"scale", scale}, {"zero_point", zero_point}, {"quant_min", quant_min},
+                          {"quant_max", quant_max}, {"axis", axis}, {"clipped_ste", clipped_ste}});
 }
 
 Tensor quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min, int64_t quant_max,
                 int64_t axis, DType dtype) {
   static const OpHandle op("quantize");
-  return call_tensor(op, {{"self", self},
-                          {"scale", scale},
-                          {"zero_point", zero_point},
-                          {"quant_min", quant_min},
-                          {"quant_max", quant_max},
-                          {"axis", axis},
-                          {"dtype", dtype}});
+  return call_tensor(op, {{"self", self}, {"scale", scale}, {"zero_point", zero_point}, {"quant_min", quant_min},
+                          {"quant_max", quant_max}, {"axis", axis}, {"dtype", dtype}});
 }
 
 Tensor fake_quantize_backward(const Tensor& grad_output, const Tensor& self, const Tensor& scale,
                               const Tensor& zero_point, int64_t quant_min, int64_t quant_max, int64_t axis) {
   static const OpHandle op("fake_quantize_backward");
-  return call_tensor(op, {{"grad_output", grad_output},
-                          {"self", self},
-                          {"scale", scale},
-                          {"zero_point", zero_point},
-                          {"quant_min", quant_min},
-                          {"quant_max", quant_max},
-                          {"axis", axis}});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"scale", scale}, {"zero_point", zero_point},
+                          {"quant_min", quant_min}, {"quant_max", quant_max}, {"axis", axis}});
 }
 
 }  // namespace qflow::quant
