@@ -182,7 +182,7 @@ class AutogradLayer final : public DispatchLayer {
     const std::string_view base = op.schema.name;
     const std::string twin_name = inplace_twin(op.schema);
     if (base == "copy_") {
-      const Tensor& src = args.at(op.schema.arg_index("src").value()).tensor();
+      const Tensor& src = OpArgs(op.schema, args).tensor("src");
       result = expand(src.to(self.dtype()), SymIntList(self.sizes().begin(), self.sizes().end()));
     } else if (twin_name.empty()) {  // fill_, zero_: the result does not depend on self
       result = Tensor();

@@ -9,16 +9,16 @@ namespace qflow {
 namespace kernels {
 namespace {
 
-std::vector<TensorMeta> floating_self_meta(const Stack& a, std::string_view op) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> floating_self_meta(const OpArgs& a, std::string_view op) {
+  const Tensor& x = a.tensor("self");
   QFLOW_CHECK(is_floating(x.dtype()), "{}: expected a floating point tensor, got {}", op, x.dtype());
   return one(x.sizes(), x.dtype());
 }
 
 // y = f(x) with f built from the op's scalar arguments by make_f(T-tag).
 template <typename MakeF>
-Stack unary_kernel(const Stack& a, std::string_view op, const MakeF& make_f) {
-  const Tensor& x = a[0].tensor();
+Stack unary_kernel(const OpArgs& a, std::string_view op, const MakeF& make_f) {
+  const Tensor& x = a.tensor("self");
   floating_self_meta(a, op);
   Tensor y = new_tensor(x.sizes(), x.dtype());
   visit_floating(x.dtype(), op, [&](auto tag) {
@@ -30,9 +30,9 @@ Stack unary_kernel(const Stack& a, std::string_view op, const MakeF& make_f) {
 
 // dx = f(dy, x); both of x's shape.
 template <typename MakeF>
-Stack backward_kernel(const Stack& a, std::string_view op, const MakeF& make_f) {
-  const Tensor& g = a[0].tensor();
-  const Tensor& x = a[1].tensor();
+Stack backward_kernel(const OpArgs& a, std::string_view op, const MakeF& make_f) {
+  const Tensor& g = a.tensor("grad_output");
+  const Tensor& x = a.tensor("self");
   QFLOW_CHECK(g.sizes() == x.sizes(), "{}: grad_output has shape {}, expected self's shape {}", op, g.sizes(), x.sizes());
   QFLOW_CHECK(g.dtype() == x.dtype(), "{}: grad_output has dtype {}, expected self's dtype {}", op, g.dtype(), x.dtype());
   Tensor dx = new_tensor(x.sizes(), x.dtype());
@@ -45,23 +45,24 @@ Stack backward_kernel(const Stack& a, std::string_view op, const MakeF& make_f) 
 
 template <typename T> T clip(T v, T lo, T hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-std::vector<TensorMeta> hardtanh_meta(const Stack& a) { return floating_self_meta(a, "hardtanh"); }
-std::vector<TensorMeta> relu6_meta(const Stack& a) { return floating_self_meta(a, "relu6"); }
-std::vector<TensorMeta> hardswish_meta(const Stack& a) { return floating_self_meta(a, "hardswish"); }
-std::vector<TensorMeta> leaky_relu_meta(const Stack& a) { return floating_self_meta(a, "leaky_relu"); }
-std::vector<TensorMeta> grad_meta(const Stack& a) { return one(a[1].tensor().sizes(), a[1].tensor().dtype()); }
+std::vector<TensorMeta> hardtanh_meta(const OpArgs& a) { return floating_self_meta(a, "hardtanh"); }
+std::vector<TensorMeta> relu6_meta(const OpArgs& a) { return floating_self_meta(a, "relu6"); }
+std::vector<TensorMeta> hardswish_meta(const OpArgs& a) { return floating_self_meta(a, "hardswish"); }
+std::vector<TensorMeta> leaky_relu_meta(const OpArgs& a) { return floating_self_meta(a, "leaky_relu"); }
+std::vector<TensorMeta> grad_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
 
-Stack hardtanh_kernel(Stack& a) {
-  QFLOW_CHECK(a[1].to_double() <= a[2].to_double(), "hardtanh: min_val ({}) cannot be greater than max_val ({})",
-              a[1].to_double(), a[2].to_double());
+Stack hardtanh_kernel(OpArgs& a) {
+  QFLOW_CHECK(a.to_double("min_val") <= a.to_double("max_val"),
+              "hardtanh: min_val ({}) cannot be greater than max_val ({})", a.to_double("min_val"),
+              a.to_double("max_val"));
   return unary_kernel(a, "hardtanh", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T lo = static_cast<T>(a[1].to_double()), hi = static_cast<T>(a[2].to_double());
+    const T lo = static_cast<T>(a.to_double("min_val")), hi = static_cast<T>(a.to_double("max_val"));
     return [lo, hi](T v) { return clip(v, lo, hi); };
   });
 }
 
-Stack relu6_kernel(Stack& a) {
+Stack relu6_kernel(OpArgs& a) {
   return unary_kernel(a, "relu6", [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return clip(v, T(0), T(6)); };
@@ -69,43 +70,43 @@ Stack relu6_kernel(Stack& a) {
 }
 
 // x * relu6(x + 3) / 6
-Stack hardswish_kernel(Stack& a) {
+Stack hardswish_kernel(OpArgs& a) {
   return unary_kernel(a, "hardswish", [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return v * clip(v + T(3), T(0), T(6)) / T(6); };
   });
 }
 
-Stack leaky_relu_kernel(Stack& a) {
+Stack leaky_relu_kernel(OpArgs& a) {
   return unary_kernel(a, "leaky_relu", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T slope = static_cast<T>(a[1].to_double());
+    const T slope = static_cast<T>(a.to_double("negative_slope"));
     return [slope](T v) { return v > T(0) ? v : v * slope; };
   });
 }
 
 // The gradient flows only strictly inside (min_val, max_val), as in PyTorch (so relu6 has
 // zero gradient at exactly 0 and 6).
-Stack hardtanh_backward_kernel(Stack& a) {
+Stack hardtanh_backward_kernel(OpArgs& a) {
   return backward_kernel(a, "hardtanh_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T lo = static_cast<T>(a[2].to_double()), hi = static_cast<T>(a[3].to_double());
+    const T lo = static_cast<T>(a.to_double("min_val")), hi = static_cast<T>(a.to_double("max_val"));
     return [lo, hi](T g, T v) { return (v > lo && v < hi) ? g : T(0); };
   });
 }
 
 // d hardswish / dx: 0 below -3, x / 3 + 1/2 on [-3, 3], 1 above (PyTorch 1.13's branches).
-Stack hardswish_backward_kernel(Stack& a) {
+Stack hardswish_backward_kernel(OpArgs& a) {
   return backward_kernel(a, "hardswish_backward", [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T g, T v) { return v < T(-3) ? T(0) : (v <= T(3) ? g * (v / T(3) + T(0.5)) : g); };
   });
 }
 
-Stack leaky_relu_backward_kernel(Stack& a) {
+Stack leaky_relu_backward_kernel(OpArgs& a) {
   return backward_kernel(a, "leaky_relu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T slope = static_cast<T>(a[2].to_double());
+    const T slope = static_cast<T>(a.to_double("negative_slope"));
     return [slope](T g, T v) { return v > T(0) ? g : g * slope; };
   });
 }
@@ -128,21 +129,33 @@ QFLOW_REGISTER_OPS(activation) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor hardtanh(const Tensor& x, double min_val, double max_val) { QFLOW_OP_HANDLE("hardtanh"); return call_tensor(op, {x, min_val, max_val}); }
-Tensor relu6(const Tensor& x) { QFLOW_OP_HANDLE("relu6"); return call_tensor(op, {x}); }
-Tensor hardswish(const Tensor& x) { QFLOW_OP_HANDLE("hardswish"); return call_tensor(op, {x}); }
-Tensor leaky_relu(const Tensor& x, double negative_slope) { QFLOW_OP_HANDLE("leaky_relu"); return call_tensor(op, {x, negative_slope}); }
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  QFLOW_OP_HANDLE("hardtanh");
+  return call_tensor(op, {{"self", x}, {"min_val", min_val}, {"max_val", max_val}});
+}
+Tensor relu6(const Tensor& x) {
+  QFLOW_OP_HANDLE("relu6");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor hardswish(const Tensor& x) {
+  QFLOW_OP_HANDLE("hardswish");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  QFLOW_OP_HANDLE("leaky_relu");
+  return call_tensor(op, {{"self", x}, {"negative_slope", negative_slope}});
+}
 Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, double min_val, double max_val) {
   QFLOW_OP_HANDLE("hardtanh_backward");
-  return call_tensor(op, {grad_output, self, min_val, max_val});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"min_val", min_val}, {"max_val", max_val}});
 }
 Tensor hardswish_backward(const Tensor& grad_output, const Tensor& self) {
   QFLOW_OP_HANDLE("hardswish_backward");
-  return call_tensor(op, {grad_output, self});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}});
 }
 Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self, double negative_slope) {
   QFLOW_OP_HANDLE("leaky_relu_backward");
-  return call_tensor(op, {grad_output, self, negative_slope});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"negative_slope", negative_slope}});
 }
 
 }  // namespace qflow

@@ -14,18 +14,18 @@ namespace kernels {
 namespace {
 
 // Floating tensors of one dtype, broadcast like add.
-std::vector<TensorMeta> add_relu_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+std::vector<TensorMeta> add_relu_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   QFLOW_CHECK(is_floating(x.dtype()) && x.dtype() == y.dtype(),
               "add_relu: expected floating point tensors of one dtype, got {} and {}", x.dtype(), y.dtype());
   return one(broadcast_shapes(x.sizes(), y.sizes(), "add_relu"), x.dtype());
 }
 
-Stack add_relu_kernel(Stack& a) {
+Stack add_relu_kernel(OpArgs& a) {
   const TensorMeta m = add_relu_meta(a)[0];
-  const Tensor& x = a[0].tensor();
-  Tensor y = a[1].tensor();
+  const Tensor& x = a.tensor("self");
+  Tensor y = a.tensor("other");
   if (x.impl()->opaque_layout() && x.dtype() == DType::Float32 && y.sizes() == x.sizes()) {
     // Blocked activations stay blocked; a plain operand joins x's layout (Note [Opaque layouts]).
     y = joined_to_layout_of(y, x);
@@ -53,7 +53,7 @@ QFLOW_REGISTER_OPS(add_relu) {
 
 Tensor add_relu(const Tensor& self, const Tensor& other) {
   QFLOW_OP_HANDLE("add_relu");
-  return call_tensor(op, {self, other});
+  return call_tensor(op, {{"self", self}, {"other", other}});
 }
 
 }  // namespace qflow

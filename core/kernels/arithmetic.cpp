@@ -61,26 +61,27 @@ void arith_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scala
 }
 
 template <Arith K>
-std::vector<TensorMeta> arith_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+std::vector<TensorMeta> arith_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   return one(broadcast_shapes(x.sizes(), y.sizes(), arith_name(K)), arith_dtype(K, promote_types(x.dtype(), y.dtype())));
 }
 
 template <Arith K>
-std::vector<TensorMeta> arith_scalar_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  return one(x.sizes(), arith_dtype(K, result_type(x.dtype(), a[1].scalar())));
+std::vector<TensorMeta> arith_scalar_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  return one(x.sizes(), arith_dtype(K, result_type(x.dtype(), a.scalar("other"))));
 }
 
-Scalar alpha_of(const Stack& a) { return a.size() > 2 ? a[2].scalar() : Scalar(1); }
+// mul and div share add's kernel but have no alpha.
+Scalar alpha_of(const OpArgs& a) { return a.has("alpha") ? a.scalar("alpha") : Scalar(1); }
 
 // add on two blocked activations of one layout (a residual connection, gradients meeting in
 // the backward pass) keeps the layout; a plain operand joins the opaque one's layout. Other
 // cases compute on plain tensors. See Note [Opaque layouts].
-bool opaque_add(const Stack& a, const Tensor& out_tensor) {
-  const Tensor& x = a[0].tensor();
-  Tensor y = a[1].tensor();
+bool opaque_add(const OpArgs& a, const Tensor& out_tensor) {
+  const Tensor& x = a.tensor("self");
+  Tensor y = a.tensor("other");
   if (!x.impl()->opaque_layout() || x.dtype() != DType::Float32 || y.dtype() != DType::Float32 || x.sizes() != y.sizes())
     return false;
   y = joined_to_layout_of(y, x);
@@ -94,9 +95,9 @@ bool opaque_add(const Stack& a, const Tensor& out_tensor) {
 // (1, C, 1, 1) or (C, 1, 1): QConvBN's running fold divides its convolution's output so. The
 // padding lanes get factor 1 for a division (0 / 1) and 0 for a product.
 template <Arith K>
-bool opaque_per_channel(const Stack& a, Tensor& result) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& k = a[1].tensor();
+bool opaque_per_channel(const OpArgs& a, Tensor& result) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& k = a.tensor("other");
   const OpaqueLayout* l = x.impl()->opaque_layout();
   if (!l || l->channel_block() == 0 || x.dim() != 4 || x.dtype() != DType::Float32 || k.dtype() != DType::Float32)
     return false;
@@ -117,10 +118,10 @@ bool opaque_per_channel(const Stack& a, Tensor& result) {
 }
 
 template <Arith K>
-Stack arith_kernel(Stack& a) {
+Stack arith_kernel(OpArgs& a) {
   if constexpr (K == Arith::Add) {
-    if (a[0].tensor().impl()->opaque_layout()) {
-      Tensor o = new_opaque_like(a[0].tensor());
+    if (a.tensor("self").impl()->opaque_layout()) {
+      Tensor o = new_opaque_like(a.tensor("self"));
       if (opaque_add(a, o)) return out(o);
     }
     make_plain_args(a);
@@ -128,24 +129,24 @@ Stack arith_kernel(Stack& a) {
   if constexpr (K == Arith::Mul || K == Arith::Div) {
     Tensor o;
     if (opaque_per_channel<K>(a, o)) return out(o);
-    if (K == Arith::Mul && same_opaque_layout(a[0].tensor(), a[1].tensor())) {  // x * y, one layout
-      o = new_opaque_like(a[0].tensor());
-      opaque_binary_into(o, a[0].tensor(), a[1].tensor(), [](float p, float q) { return p * q; });
+    if (K == Arith::Mul && same_opaque_layout(a.tensor("self"), a.tensor("other"))) {  // x * y, one layout
+      o = new_opaque_like(a.tensor("self"));
+      opaque_binary_into(o, a.tensor("self"), a.tensor("other"), [](float p, float q) { return p * q; });
       return out(o);
     }
     make_plain_args(a);
   }
   const TensorMeta m = arith_meta<K>(a)[0];
   Tensor o = new_tensor(m.sizes, m.dtype);
-  arith_into<K>(o, a[0].tensor(), a[1].tensor(), alpha_of(a));
+  arith_into<K>(o, a.tensor("self"), a.tensor("other"), alpha_of(a));
   return out(o);
 }
 
 template <Arith K>
-Stack arith_scalar_kernel(Stack& a) {
+Stack arith_scalar_kernel(OpArgs& a) {
   const TensorMeta m = arith_scalar_meta<K>(a)[0];
   Tensor o = new_tensor(m.sizes, m.dtype);
-  arith_into<K>(o, a[0].tensor(), scalar_tensor(a[1].scalar(), m.dtype), Scalar(1));
+  arith_into<K>(o, a.tensor("self"), scalar_tensor(a.scalar("other"), m.dtype), Scalar(1));
   return out(o);
 }
 
@@ -165,8 +166,8 @@ void check_inplace(Arith k, const Tensor& self, const std::vector<int64_t>& shap
 }
 
 template <Arith K>
-Stack arith_inplace_kernel(Stack& a) {
-  Tensor& self = a[0].tensor();
+Stack arith_inplace_kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
   if constexpr (K == Arith::Add) {
     if (self.impl()->opaque_layout() && opaque_add(a, self)) {
       self.impl()->storage()->bump_version();
@@ -176,36 +177,36 @@ Stack arith_inplace_kernel(Stack& a) {
   }
   const TensorMeta m = arith_meta<K>(a)[0];
   check_inplace(K, self, m.sizes, m.dtype);
-  arith_into<K>(self, self, a[1].tensor(), alpha_of(a));
+  arith_into<K>(self, self, a.tensor("other"), alpha_of(a));
   self.impl()->storage()->bump_version();
   return out(self);
 }
 
 template <Arith K>
-Stack arith_scalar_inplace_kernel(Stack& a) {
-  Tensor& self = a[0].tensor();
+Stack arith_scalar_inplace_kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
   const TensorMeta m = arith_scalar_meta<K>(a)[0];
   check_inplace(K, self, m.sizes, m.dtype);
-  arith_into<K>(self, self, scalar_tensor(a[1].scalar(), self.dtype()), Scalar(1));
+  arith_into<K>(self, self, scalar_tensor(a.scalar("other"), self.dtype()), Scalar(1));
   self.impl()->storage()->bump_version();
   return out(self);
 }
 
-std::vector<TensorMeta> self_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[0].tensor().dtype()); }
+std::vector<TensorMeta> self_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
 
 // rsub(x, s) = s - x and rdiv(x, s) = s / x (the reflected scalar forms of `s - x`, `s / x`).
-Stack rsub_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const DType dt = result_type(x.dtype(), a[1].scalar());
+Stack rsub_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const DType dt = result_type(x.dtype(), a.scalar("other"));
   Tensor o = new_tensor(x.sizes(), dt);
-  arith_into<Arith::Sub>(o, scalar_tensor(a[1].scalar(), dt), x, Scalar(1));
+  arith_into<Arith::Sub>(o, scalar_tensor(a.scalar("other"), dt), x, Scalar(1));
   return out(o);
 }
-Stack rdiv_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const DType dt = arith_dtype(Arith::Div, result_type(x.dtype(), a[1].scalar()));
+Stack rdiv_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const DType dt = arith_dtype(Arith::Div, result_type(x.dtype(), a.scalar("other")));
   Tensor o = new_tensor(x.sizes(), dt);
-  arith_into<Arith::Div>(o, scalar_tensor(a[1].scalar(), dt), x, Scalar(1));
+  arith_into<Arith::Div>(o, scalar_tensor(a.scalar("other"), dt), x, Scalar(1));
   return out(o);
 }
 
@@ -240,24 +241,85 @@ QFLOW_REGISTER_OPS(arithmetic) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { QFLOW_OP_HANDLE("add"); return call_tensor(op, {a, b, alpha}); }
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { QFLOW_OP_HANDLE("sub"); return call_tensor(op, {a, b, alpha}); }
-Tensor mul(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("mul"); return call_tensor(op, {a, b}); }
-Tensor div(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("div"); return call_tensor(op, {a, b}); }
-Tensor add(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("add.Scalar"); return call_tensor(op, {a, b}); }
-Tensor sub(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("sub.Scalar"); return call_tensor(op, {a, b}); }
-Tensor mul(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("mul.Scalar"); return call_tensor(op, {a, b}); }
-Tensor div(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("div.Scalar"); return call_tensor(op, {a, b}); }
-Tensor rsub(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("rsub"); return call_tensor(op, {a, b}); }
-Tensor rdiv(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("rdiv"); return call_tensor(op, {a, b}); }
-Tensor& add_(Tensor& s, const Tensor& o, const Scalar& alpha) { QFLOW_OP_HANDLE("add_"); call_tensor(op, {s, o, alpha}); return s; }
-Tensor& sub_(Tensor& s, const Tensor& o, const Scalar& alpha) { QFLOW_OP_HANDLE("sub_"); call_tensor(op, {s, o, alpha}); return s; }
-Tensor& mul_(Tensor& s, const Tensor& o) { QFLOW_OP_HANDLE("mul_"); call_tensor(op, {s, o}); return s; }
-Tensor& div_(Tensor& s, const Tensor& o) { QFLOW_OP_HANDLE("div_"); call_tensor(op, {s, o}); return s; }
-Tensor& add_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("add_.Scalar"); call_tensor(op, {s, o}); return s; }
-Tensor& sub_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("sub_.Scalar"); call_tensor(op, {s, o}); return s; }
-Tensor& mul_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("mul_.Scalar"); call_tensor(op, {s, o}); return s; }
-Tensor& div_(Tensor& s, const Scalar& o) { QFLOW_OP_HANDLE("div_.Scalar"); call_tensor(op, {s, o}); return s; }
-
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  QFLOW_OP_HANDLE("add");
+  return call_tensor(op, {{"self", a}, {"other", b}, {"alpha", alpha}});
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  QFLOW_OP_HANDLE("sub");
+  return call_tensor(op, {{"self", a}, {"other", b}, {"alpha", alpha}});
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("mul");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("div");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor add(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("add.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor sub(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("sub.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor mul(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("mul.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor div(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("div.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor rsub(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("rsub");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor rdiv(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("rdiv");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor& add_(Tensor& s, const Tensor& o, const Scalar& alpha) {
+  QFLOW_OP_HANDLE("add_");
+  call_tensor(op, {{"self", s}, {"other", o}, {"alpha", alpha}});
+  return s;
+}
+Tensor& sub_(Tensor& s, const Tensor& o, const Scalar& alpha) {
+  QFLOW_OP_HANDLE("sub_");
+  call_tensor(op, {{"self", s}, {"other", o}, {"alpha", alpha}});
+  return s;
+}
+Tensor& mul_(Tensor& s, const Tensor& o) {
+  QFLOW_OP_HANDLE("mul_");
+  call_tensor(op, {{"self", s}, {"other", o}});
+  return s;
+}
+Tensor& div_(Tensor& s, const Tensor& o) {
+  QFLOW_OP_HANDLE("div_");
+  call_tensor(op, {{"self", s}, {"other", o}});
+  return s;
+}
+Tensor& add_(Tensor& s, const Scalar& o) {
+  QFLOW_OP_HANDLE("add_.Scalar");
+  call_tensor(op, {{"self", s}, {"other", o}});
+  return s;
+}
+Tensor& sub_(Tensor& s, const Scalar& o) {
+  QFLOW_OP_HANDLE("sub_.Scalar");
+  call_tensor(op, {{"self", s}, {"other", o}});
+  return s;
+}
+Tensor& mul_(Tensor& s, const Scalar& o) {
+  QFLOW_OP_HANDLE("mul_.Scalar");
+  call_tensor(op, {{"self", s}, {"other", o}});
+  return s;
+}
+Tensor& div_(Tensor& s, const Scalar& o) {
+  QFLOW_OP_HANDLE("div_.Scalar");
+  call_tensor(op, {{"self", s}, {"other", o}});
+  return s;
+}
 
 }  // namespace qflow

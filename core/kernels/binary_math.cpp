@@ -45,17 +45,17 @@ T pow_fn(T x, T e) {
   else return int_pow(x, static_cast<int64_t>(e));
 }
 
-std::vector<TensorMeta> pow_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& e = a[1].tensor();
+std::vector<TensorMeta> pow_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& e = a.tensor("exponent");
   return one(broadcast_shapes(x.sizes(), e.sizes(), "pow"), promote_types(x.dtype(), e.dtype()));
 }
 
 // y = x ** e, broadcast; x, e: any shapes that broadcast, computed in the promoted dtype.
-Stack pow_kernel(Stack& a) {
+Stack pow_kernel(OpArgs& a) {
   const TensorMeta m = pow_meta(a)[0];
-  const Tensor x = cast(a[0].tensor(), m.dtype);
-  const Tensor e = cast(a[1].tensor(), m.dtype);
+  const Tensor x = cast(a.tensor("self"), m.dtype);
+  const Tensor e = cast(a.tensor("exponent"), m.dtype);
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -65,9 +65,9 @@ Stack pow_kernel(Stack& a) {
   return out(y);
 }
 
-std::vector<TensorMeta> pow_scalar_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Scalar e = a[1].scalar();
+std::vector<TensorMeta> pow_scalar_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Scalar e = a.scalar("exponent");
   const DType t = result_type(x.dtype(), e);
   QFLOW_CHECK(is_floating(t) || e.to_int() >= 0, "pow: integers to negative integer powers are not allowed (exponent {})",
               e);
@@ -90,10 +90,10 @@ void float_pow_scalar(const Tensor& y, const Tensor& x, double e) {
 }
 
 // y = x ** e; x: any shape and layout, y: contiguous in result_type(x, e).
-Stack pow_scalar_kernel(Stack& a) {
+Stack pow_scalar_kernel(OpArgs& a) {
   const TensorMeta m = pow_scalar_meta(a)[0];
-  const Scalar e = a[1].scalar();
-  const Tensor x = cast(a[0].tensor(), m.dtype);
+  const Scalar e = a.scalar("exponent");
+  const Tensor x = cast(a.tensor("self"), m.dtype);
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -123,18 +123,18 @@ T extremum_fn(T a, T b) {
 }
 
 template <Extremum K>
-std::vector<TensorMeta> extremum_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+std::vector<TensorMeta> extremum_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   return one(broadcast_shapes(x.sizes(), y.sizes(), extremum_name(K)), promote_types(x.dtype(), y.dtype()));
 }
 
 // z = min/max(x, y), broadcast, in the promoted dtype.
 template <Extremum K>
-Stack extremum_kernel(Stack& a) {
+Stack extremum_kernel(OpArgs& a) {
   const TensorMeta m = extremum_meta<K>(a)[0];
-  const Tensor x = cast(a[0].tensor(), m.dtype);
-  const Tensor y = cast(a[1].tensor(), m.dtype);
+  const Tensor x = cast(a.tensor("self"), m.dtype);
+  const Tensor y = cast(a.tensor("other"), m.dtype);
   Tensor z = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -157,9 +157,21 @@ QFLOW_REGISTER_OPS(binary_math) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor pow(const Tensor& x, const Tensor& e) { QFLOW_OP_HANDLE("pow"); return call_tensor(op, {x, e}); }
-Tensor pow(const Tensor& x, const Scalar& e) { QFLOW_OP_HANDLE("pow.Scalar"); return call_tensor(op, {x, e}); }
-Tensor minimum(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("minimum"); return call_tensor(op, {a, b}); }
-Tensor maximum(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("maximum"); return call_tensor(op, {a, b}); }
+Tensor pow(const Tensor& x, const Tensor& e) {
+  QFLOW_OP_HANDLE("pow");
+  return call_tensor(op, {{"self", x}, {"exponent", e}});
+}
+Tensor pow(const Tensor& x, const Scalar& e) {
+  QFLOW_OP_HANDLE("pow.Scalar");
+  return call_tensor(op, {{"self", x}, {"exponent", e}});
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("minimum");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("maximum");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
 
 }  // namespace qflow

@@ -20,15 +20,15 @@ void check_relu_dtype(DType t, const char* op) {
   QFLOW_CHECK(t != DType::Bool, "{}: not supported for bool tensors", op);
 }
 
-std::vector<TensorMeta> relu_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> relu_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   check_relu_dtype(x.dtype(), "relu");
   return one(x.sizes(), x.dtype());
 }
 
 // y = max(x, 0); x: any shape and layout, y: contiguous.
-Stack relu_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack relu_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   const TensorMeta m = relu_meta(a)[0];
   if (x.impl()->opaque_layout()) {  // blocked activations stay blocked (Note [Opaque layouts])
     Tensor y = new_opaque_like(x);
@@ -44,8 +44,8 @@ Stack relu_kernel(Stack& a) {
 }
 
 // self = max(self, 0) in place; self: any layout.
-Stack relu_inplace_kernel(Stack& a) {
-  Tensor& self = a[0].tensor();
+Stack relu_inplace_kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
   check_relu_dtype(self.dtype(), "relu_");
   if (self.impl()->opaque_layout()) {
     opaque_unary_into(self, self, [](float v) { return relu_fn(v); });
@@ -65,9 +65,9 @@ Stack relu_inplace_kernel(Stack& a) {
 // The gradient of relu (threshold 0) from its output: grad where self > threshold, 0 elsewhere
 // (a select, not a product, so an inf or NaN gradient where self <= threshold gives 0, like
 // where(self > threshold, grad, 0)).
-std::vector<TensorMeta> threshold_backward_meta(const Stack& a) {
-  const Tensor& g = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+std::vector<TensorMeta> threshold_backward_meta(const OpArgs& a) {
+  const Tensor& g = a.tensor("grad_output");
+  const Tensor& y = a.tensor("self");
   QFLOW_CHECK(g.sizes() == y.sizes(), "threshold_backward: grad_output has shape {}, self has shape {}", g.sizes(),
               y.sizes());
   QFLOW_CHECK(is_floating(g.dtype()) && g.dtype() == y.dtype(),
@@ -76,14 +76,14 @@ std::vector<TensorMeta> threshold_backward_meta(const Stack& a) {
   return one(g.sizes(), g.dtype());
 }
 
-Stack threshold_backward_kernel(Stack& a) {
+Stack threshold_backward_kernel(OpArgs& a) {
   const TensorMeta m = threshold_backward_meta(a)[0];
-  const Tensor& y = a[1].tensor();
-  Tensor g = a[0].tensor();
+  const Tensor& y = a.tensor("self");
+  Tensor g = a.tensor("grad_output");
   if (y.impl()->opaque_layout() && y.dtype() == DType::Float32) {
     // A plain gradient (from the classifier) joins the blocked activations here.
     g = joined_to_layout_of(g, y);
-    const float t = a[2].scalar().to<float>();
+    const float t = a.scalar("threshold").to<float>();
     Tensor gx = new_opaque_like(y);
     opaque_binary_into(gx, g, y, [t](float gv, float yv) { return yv > t ? gv : 0.0f; });
     return out(gx);
@@ -93,7 +93,7 @@ Stack threshold_backward_kernel(Stack& a) {
   const auto gs = broadcast_strides(g, m.sizes), ys = broadcast_strides(y, m.sizes);
   visit_floating(m.dtype, "threshold_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T t = a[2].scalar().to<T>();
+    const T t = a.scalar("threshold").to<T>();
     binary_loop<T, T, T>(gx, g, gs, y, ys, [t](T gv, T yv) { return yv > t ? gv : T(0); });
   });
   return out(gx);
@@ -105,8 +105,8 @@ struct Bounds {
   std::optional<Scalar> min, max;
 };
 
-Bounds bounds_of(const Stack& a, const char* op) {
-  Bounds b{a[1].optional_scalar(), a[2].optional_scalar()};
+Bounds bounds_of(const OpArgs& a, const char* op) {
+  Bounds b{a.optional_scalar("min"), a.optional_scalar("max")};
   QFLOW_CHECK(b.min || b.max, "{}: at least one of 'min' or 'max' must not be None", op);
   return b;
 }
@@ -147,24 +147,24 @@ void clamp_into(const Tensor& dst, const Tensor& src, const Bounds& b) {
   });
 }
 
-std::vector<TensorMeta> clamp_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> clamp_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   return one(x.sizes(), clamp_dtype(x.dtype(), bounds_of(a, "clamp")));
 }
 
 // y = clamp(x, min, max); x: any shape and layout, y: contiguous.
-Stack clamp_kernel(Stack& a) {
+Stack clamp_kernel(OpArgs& a) {
   const TensorMeta m = clamp_meta(a)[0];
   Tensor y = new_tensor(m.sizes, m.dtype);
-  clamp_into(y, cast(a[0].tensor(), m.dtype), bounds_of(a, "clamp"));
+  clamp_into(y, cast(a.tensor("self"), m.dtype), bounds_of(a, "clamp"));
   return out(y);
 }
 
-std::vector<TensorMeta> self_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[0].tensor().dtype()); }
+std::vector<TensorMeta> self_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
 
 // self = clamp(self, min, max) in place; the bounds may not promote self's dtype.
-Stack clamp_inplace_kernel(Stack& a) {
-  Tensor& self = a[0].tensor();
+Stack clamp_inplace_kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
   const Bounds b = bounds_of(a, "clamp_");
   const DType result = clamp_dtype(self.dtype(), b);
   QFLOW_CHECK(result == self.dtype(), "clamp_: result dtype {} cannot be cast to self's dtype {}", result, self.dtype());
@@ -189,19 +189,26 @@ QFLOW_REGISTER_OPS(clamp) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor relu(const Tensor& x) { QFLOW_OP_HANDLE("relu"); return call_tensor(op, {x}); }
-Tensor& relu_(Tensor& x) { QFLOW_OP_HANDLE("relu_"); call_tensor(op, {x}); return x; }
+Tensor relu(const Tensor& x) {
+  QFLOW_OP_HANDLE("relu");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor& relu_(Tensor& x) {
+  QFLOW_OP_HANDLE("relu_");
+  call_tensor(op, {{"self", x}});
+  return x;
+}
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
   QFLOW_OP_HANDLE("threshold_backward");
-  return call_tensor(op, {grad_output, self, threshold});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"threshold", threshold}});
 }
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   QFLOW_OP_HANDLE("clamp");
-  return call_tensor(op, {x, min, max});
+  return call_tensor(op, {{"self", x}, {"min", min}, {"max", max}});
 }
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   QFLOW_OP_HANDLE("clamp_");
-  call_tensor(op, {x, min, max});
+  call_tensor(op, {{"self", x}, {"min", min}, {"max", max}});
   return x;
 }
 

@@ -41,19 +41,19 @@ bool cmp_fn(T a, T b) {
 }
 
 template <Cmp K>
-std::vector<TensorMeta> cmp_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+std::vector<TensorMeta> cmp_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   return one(broadcast_shapes(x.sizes(), y.sizes(), cmp_name(K)), DType::Bool);
 }
 
 // z = x OP y, broadcast; both operands are promoted to their common dtype first.
 template <Cmp K>
-Stack cmp_kernel(Stack& a) {
+Stack cmp_kernel(OpArgs& a) {
   const TensorMeta m = cmp_meta<K>(a)[0];
-  const DType common = promote_types(a[0].tensor().dtype(), a[1].tensor().dtype());
-  const Tensor x = cast(a[0].tensor(), common);
-  const Tensor y = cast(a[1].tensor(), common);
+  const DType common = promote_types(a.tensor("self").dtype(), a.tensor("other").dtype());
+  const Tensor x = cast(a.tensor("self"), common);
+  const Tensor y = cast(a.tensor("other"), common);
   Tensor z = new_tensor(m.sizes, DType::Bool);
   visit_dtype(common, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -63,13 +63,13 @@ Stack cmp_kernel(Stack& a) {
   return out(z);
 }
 
-std::vector<TensorMeta> cmp_scalar_meta(const Stack& a) { return one(a[0].tensor().sizes(), DType::Bool); }
+std::vector<TensorMeta> cmp_scalar_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), DType::Bool); }
 
 // z = x OP s; see Note [Comparing with a scalar] for the type the comparison happens in.
 template <Cmp K>
-Stack cmp_scalar_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Scalar s = a[1].scalar();
+Stack cmp_scalar_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Scalar s = a.scalar("other");
   Tensor z = new_tensor(x.sizes(), DType::Bool);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -89,10 +89,10 @@ Stack cmp_scalar_kernel(Stack& a) {
 
 // ---- where ------------------------------------------------------------------------------------
 
-std::vector<TensorMeta> where_meta(const Stack& a) {
-  const Tensor& c = a[0].tensor();
-  const Tensor& x = a[1].tensor();
-  const Tensor& y = a[2].tensor();
+std::vector<TensorMeta> where_meta(const OpArgs& a) {
+  const Tensor& c = a.tensor("condition");
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   QFLOW_CHECK(c.dtype() == DType::Bool, "where: expected condition to be a bool tensor, got {}", c.dtype());
   const auto shape = broadcast_shapes(broadcast_shapes(c.sizes(), x.sizes(), "where"), y.sizes(), "where");
   return one(shape, promote_types(x.dtype(), y.dtype()));
@@ -108,11 +108,11 @@ void blend_row(T* o, const unsigned char* mask, int64_t n, const A& a, const B& 
 }
 
 // z = c ? x : y; c: bool, x, y: promoted to a common dtype; all three broadcast to z's shape.
-Stack where_kernel(Stack& a) {
+Stack where_kernel(OpArgs& a) {
   const TensorMeta m = where_meta(a)[0];
-  const Tensor& c = a[0].tensor();
-  const Tensor x = cast(a[1].tensor(), m.dtype);
-  const Tensor y = cast(a[2].tensor(), m.dtype);
+  const Tensor& c = a.tensor("condition");
+  const Tensor x = cast(a.tensor("self"), m.dtype);
+  const Tensor y = cast(a.tensor("other"), m.dtype);
   Tensor z = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -166,18 +166,57 @@ QFLOW_REGISTER_OPS(compare) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor eq(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("eq"); return call_tensor(op, {a, b}); }
-Tensor ne(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("ne"); return call_tensor(op, {a, b}); }
-Tensor lt(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("lt"); return call_tensor(op, {a, b}); }
-Tensor le(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("le"); return call_tensor(op, {a, b}); }
-Tensor gt(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("gt"); return call_tensor(op, {a, b}); }
-Tensor ge(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("ge"); return call_tensor(op, {a, b}); }
-Tensor eq(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("eq.Scalar"); return call_tensor(op, {a, b}); }
-Tensor ne(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("ne.Scalar"); return call_tensor(op, {a, b}); }
-Tensor lt(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("lt.Scalar"); return call_tensor(op, {a, b}); }
-Tensor le(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("le.Scalar"); return call_tensor(op, {a, b}); }
-Tensor gt(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("gt.Scalar"); return call_tensor(op, {a, b}); }
-Tensor ge(const Tensor& a, const Scalar& b) { QFLOW_OP_HANDLE("ge.Scalar"); return call_tensor(op, {a, b}); }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("where"); return call_tensor(op, {c, a, b}); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("eq");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("ne");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("lt");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("le");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("gt");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("ge");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor eq(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("eq.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor ne(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("ne.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor lt(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("lt.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor le(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("le.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor gt(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("gt.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor ge(const Tensor& a, const Scalar& b) {
+  QFLOW_OP_HANDLE("ge.Scalar");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("where");
+  return call_tensor(op, {{"condition", c}, {"self", a}, {"other", b}});
+}
 
 }  // namespace qflow

@@ -15,14 +15,15 @@ namespace kernels {
 namespace {
 
 // Validates conv2d's arguments (shared by the shape rule and the kernel).
-ConvGeometry conv2d_geometry(const Stack& a, const char* op = "conv2d") {
-  const Tensor& x = a[0].tensor();
-  const Tensor& w = a[1].tensor();
-  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a[3].int_list(), a[4].int_list(), a[5].int_list(), a[6].to_int(), op);
+ConvGeometry conv2d_geometry(const OpArgs& a, const char* op = "conv2d") {
+  const Tensor& x = a.tensor("input");
+  const Tensor& w = a.tensor("weight");
+  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a.int_list("stride"), a.int_list("padding"),
+                                 a.int_list("dilation"), a.to_int("groups"), op);
   QFLOW_CHECK(is_floating(x.dtype()), "{}: expected a float32 or float64 input, got {}", op, x.dtype());
   QFLOW_CHECK(w.dtype() == x.dtype(), "{}: weight dtype {} does not match input dtype {}", op, w.dtype(), x.dtype());
-  if (a[2].is_tensor() && a[2].tensor().defined()) {
-    const Tensor& b = a[2].tensor();
+  if (a["bias"].is_tensor() && a.tensor("bias").defined()) {
+    const Tensor& b = a.tensor("bias");
     QFLOW_CHECK(b.sizes() == std::vector<int64_t>{g.o}, "{}: expected bias of shape [{}] for weight of shape {}, got bias of shape {}",
                 op, g.o, w.sizes(), b.sizes());
     QFLOW_CHECK(b.dtype() == x.dtype(), "{}: bias dtype {} does not match input dtype {}", op, b.dtype(), x.dtype());
@@ -80,16 +81,16 @@ void conv2d_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias
 }
 
 template <bool kRelu>
-std::vector<TensorMeta> conv2d_meta(const Stack& a) {
-  return one(conv2d_geometry(a, kRelu ? "conv2d_relu" : "conv2d").output_sizes(), a[0].tensor().dtype());
+std::vector<TensorMeta> conv2d_meta(const OpArgs& a) {
+  return one(conv2d_geometry(a, kRelu ? "conv2d_relu" : "conv2d").output_sizes(), a.tensor("input").dtype());
 }
 
 template <bool kRelu>
-Stack conv2d_kernel(Stack& a) {
+Stack conv2d_kernel(OpArgs& a) {
   const ConvGeometry g = conv2d_geometry(a, kRelu ? "conv2d_relu" : "conv2d");
-  const Tensor& input = a[0].tensor();
-  const Tensor w = contiguous(a[1].tensor());
-  const Tensor bias = a[2].is_tensor() && a[2].tensor().defined() ? contiguous(a[2].tensor()) : Tensor();
+  const Tensor& input = a.tensor("input");
+  const Tensor w = contiguous(a.tensor("weight"));
+  const Tensor bias = a["bias"].is_tensor() && a.tensor("bias").defined() ? contiguous(a.tensor("bias")) : Tensor();
   // conv2d takes blocked activations (Note [Opaque layouts]); only oneDNN reads them as such.
   if (onednn::handles(g, input.dtype())) {
     const Tensor x = input.impl()->opaque_layout() ? input : as_batched(input);
@@ -129,19 +130,27 @@ QFLOW_REGISTER_OPS(conv) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
+namespace {
+// conv2d and conv2d_relu take the same arguments.
+Tensor call_conv2d(const OpHandle& op, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                   const IntList& stride, const IntList& padding, const IntList& dilation, int64_t groups) {
+  // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
+  Value b = bias && bias->defined() ? Value(*bias) : Value();
+  return call_tensor(op, {{"input", input}, {"weight", weight}, {"bias", std::move(b)}, {"stride", stride},
+                          {"padding", padding}, {"dilation", dilation}, {"groups", groups}});
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
               const IntList& padding, const IntList& dilation, int64_t groups) {
   QFLOW_OP_HANDLE("conv2d");
-  // An undefined bias (a layer built with bias = false) means None, so autograd sees 2 inputs.
-  Value b = bias && bias->defined() ? Value(*bias) : Value();
-  return call_tensor(op, {input, weight, std::move(b), stride, padding, dilation, groups});
+  return call_conv2d(op, input, weight, bias, stride, padding, dilation, groups);
 }
 
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
                    const IntList& padding, const IntList& dilation, int64_t groups) {
   QFLOW_OP_HANDLE("conv2d_relu");
-  Value b = bias && bias->defined() ? Value(*bias) : Value();
-  return call_tensor(op, {input, weight, std::move(b), stride, padding, dilation, groups});
+  return call_conv2d(op, input, weight, bias, stride, padding, dilation, groups);
 }
 
 std::string conv2d_kernel_name(const std::vector<int64_t>& input_sizes, const std::vector<int64_t>& weight_sizes,

@@ -18,11 +18,12 @@ struct ConvGrads {
   Tensor input, weight, bias;  // undefined when not requested
 };
 
-ConvGeometry backward_geometry(const Stack& a) {
-  const Tensor& gy = a[0].tensor();
-  const Tensor& x = a[1].tensor();
-  const Tensor& w = a[2].tensor();
-  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a[3].int_list(), a[4].int_list(), a[5].int_list(), a[6].to_int(), kOp);
+ConvGeometry backward_geometry(const OpArgs& a) {
+  const Tensor& gy = a.tensor("grad_output");
+  const Tensor& x = a.tensor("input");
+  const Tensor& w = a.tensor("weight");
+  ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a.int_list("stride"), a.int_list("padding"),
+                                 a.int_list("dilation"), a.to_int("groups"), kOp);
   QFLOW_CHECK(gy.sizes() == g.output_sizes(),
               "{}: expected grad_output of shape {} (the conv2d output for input of shape {} and weight of shape {}), got {}",
               kOp, g.output_sizes(), x.sizes(), w.sizes(), gy.sizes());
@@ -111,23 +112,24 @@ void input_weight_grads(const ConvGeometry& g, const T* gy, const T* x, const T*
   }
 }
 
-std::vector<TensorMeta> conv2d_backward_meta(const Stack& a) {
+std::vector<TensorMeta> conv2d_backward_meta(const OpArgs& a) {
   const ConvGeometry g = backward_geometry(a);
-  const DType dt = a[1].tensor().dtype();
+  const DType dt = a.tensor("input").dtype();
   // Shapes of all three gradients; the ones not requested come back undefined at run time.
-  return {TensorMeta{a[1].tensor().sizes(), dt}, TensorMeta{a[2].tensor().sizes(), dt}, TensorMeta{{g.o}, dt}};
+  return {TensorMeta{a.tensor("input").sizes(), dt}, TensorMeta{a.tensor("weight").sizes(), dt}, TensorMeta{{g.o}, dt}};
 }
 
-Stack conv2d_backward_kernel(Stack& a) {
+Stack conv2d_backward_kernel(OpArgs& a) {
   const ConvGeometry g = backward_geometry(a);
-  const Tensor& input = a[1].tensor();
-  const bool want_input = a[7].to_bool(), want_weight = a[8].to_bool(), want_bias = a[9].to_bool();
+  const Tensor& input = a.tensor("input");
+  const bool want_input = a.to_bool("input_grad"), want_weight = a.to_bool("weight_grad"),
+             want_bias = a.to_bool("bias_grad");
   const DType dt = input.dtype();
-  const Tensor w = want_input ? contiguous(a[2].tensor()) : Tensor();
+  const Tensor w = want_input ? contiguous(a.tensor("weight")) : Tensor();
   ConvGrads r;
   if (onednn::handles(g, dt)) {  // blocked activations stay blocked (Note [Opaque layouts])
     const auto batched = [](const Tensor& t) { return t.impl()->opaque_layout() ? t : as_batched(t); };
-    const Tensor gy = batched(a[0].tensor());
+    const Tensor gy = batched(a.tensor("grad_output"));
     const Tensor x = want_weight ? batched(input) : Tensor();
     if (want_input) {
       r.input = onednn::conv2d_backward_data(g, gy, w);
@@ -143,10 +145,10 @@ Stack conv2d_backward_kernel(Stack& a) {
     return Stack{Value(r.input), Value(r.weight), Value(r.bias)};
   }
   make_plain_args(a);
-  const Tensor gy = as_batched(a[0].tensor());
+  const Tensor gy = as_batched(a.tensor("grad_output"));
   const Tensor x = want_weight ? as_batched(input) : Tensor();
   if (want_input) r.input = new_tensor({g.n, g.c, g.h, g.w}, dt);
-  if (want_weight) r.weight = new_tensor(a[2].tensor().sizes(), dt);
+  if (want_weight) r.weight = new_tensor(a.tensor("weight").sizes(), dt);
   if (want_bias) r.bias = new_tensor({g.o}, dt);
   SingleThreadedBlas blas_guard;  // See Note [Threads in conv]
   visit_floating(dt, kOp, [&](auto tag) {
@@ -182,8 +184,9 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& dilation, int64_t groups, bool input_grad,
                                                    bool weight_grad, bool bias_grad) {
   QFLOW_OP_HANDLE("conv2d_backward");
-  Stack r = Dispatcher::call(op.get(), {grad_output, input, weight, stride, padding, dilation, groups, input_grad,
-                                        weight_grad, bias_grad});
+  Stack r = call(op, {{"grad_output", grad_output}, {"input", input}, {"weight", weight}, {"stride", stride},
+                      {"padding", padding}, {"dilation", dilation}, {"groups", groups}, {"input_grad", input_grad},
+                      {"weight_grad", weight_grad}, {"bias_grad", bias_grad}});
   return {std::move(r.at(0).tensor()), std::move(r.at(1).tensor()), std::move(r.at(2).tensor())};
 }
 

@@ -30,31 +30,31 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   });
 }
 
-std::vector<TensorMeta> same_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[0].tensor().dtype()); }
+std::vector<TensorMeta> same_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
 
-Stack to_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  Tensor y = new_tensor(x.sizes(), a[1].dtype());
+Stack to_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  Tensor y = new_tensor(x.sizes(), a.dtype("dtype"));
   copy_into(y, x);
   return out(y);
 }
 
-Stack clone_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack clone_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   Tensor y = new_tensor(x.sizes(), x.dtype());
   copy_into(y, x);
   return out(y);
 }
 
-Stack contiguous_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack contiguous_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   if (x.is_contiguous()) return out(x);
   return clone_kernel(a);
 }
 
-Stack copy__kernel(Stack& a) {
-  Tensor& self = a[0].tensor();
-  const Tensor& src = a[1].tensor();
+Stack copy__kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
+  const Tensor& src = a.tensor("src");
   const auto shape = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
   QFLOW_CHECK(shape == self.sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}", src.sizes(),
               self.sizes());
@@ -65,9 +65,7 @@ Stack copy__kernel(Stack& a) {
   return out(self);
 }
 
-Stack fill__kernel(Stack& a) {
-  Tensor& self = a[0].tensor();
-  const Scalar v = a[1].scalar();
+Stack fill_with(Tensor& self, const Scalar& v) {
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T value = v.to<T>();
@@ -87,22 +85,20 @@ Stack fill__kernel(Stack& a) {
   return out(self);
 }
 
-Stack zero__kernel(Stack& a) {
-  Stack args{a[0], Value(Scalar(0))};
-  return fill__kernel(args);
-}
+Stack fill__kernel(OpArgs& a) { return fill_with(a.tensor("self"), a.scalar("value")); }
+Stack zero__kernel(OpArgs& a) { return fill_with(a.tensor("self"), Scalar(0)); }
 
-Stack detach_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack detach_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   auto impl = std::make_shared<TensorImpl>(x.impl()->storage(), x.sizes(), x.strides(), x.storage_offset(), x.dtype());
   return out(Tensor(std::move(impl)));
 }
 
-std::vector<TensorMeta> to_meta(const Stack& a) { return one(a[0].tensor().sizes(), a[1].dtype()); }
-std::vector<TensorMeta> no_tensor_meta(const Stack&) { return {}; }
+std::vector<TensorMeta> to_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.dtype("dtype")); }
+std::vector<TensorMeta> no_tensor_meta(const OpArgs&) { return {}; }
 
-Stack item_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack item_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   QFLOW_CHECK(x.numel() == 1, "item: expected a tensor with one element, got shape {} ({} elements)", x.sizes(), x.numel());
   return visit_dtype(x.dtype(), [&](auto tag) -> Stack {
     using T = typename decltype(tag)::type;
@@ -131,29 +127,29 @@ QFLOW_REGISTER_OPS(copy) {
 // ---- typed API --------------------------------------------------------------------------------
 Tensor to_dtype(const Tensor& x, DType dtype) {
   static const OpHandle op("to");
-  return call_tensor(op, {x, dtype});
+  return call_tensor(op, {{"self", x}, {"dtype", dtype}});
 }
 Tensor clone(const Tensor& x) {
   static const OpHandle op("clone");
-  return call_tensor(op, {x});
+  return call_tensor(op, {{"self", x}});
 }
 Tensor contiguous(const Tensor& x) {
   static const OpHandle op("contiguous");
-  return call_tensor(op, {x});
+  return call_tensor(op, {{"self", x}});
 }
 Tensor& copy_(Tensor& self, const Tensor& src) {
   static const OpHandle op("copy_");
-  call_tensor(op, {self, src});
+  call_tensor(op, {{"self", self}, {"src", src}});
   return self;
 }
 Tensor& fill_(Tensor& self, const Scalar& value) {
   static const OpHandle op("fill_");
-  call_tensor(op, {self, value});
+  call_tensor(op, {{"self", self}, {"value", value}});
   return self;
 }
 Tensor& zero_(Tensor& self) {
   static const OpHandle op("zero_");
-  call_tensor(op, {self});
+  call_tensor(op, {{"self", self}});
   return self;
 }
 

@@ -26,9 +26,9 @@ void check_dropout(const Tensor& x, double p) {
 }
 
 // x: any shape → (y, mask) of x's shape, mask bool.
-std::vector<TensorMeta> native_dropout_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  check_dropout(x, a[1].to_double());
+std::vector<TensorMeta> native_dropout_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("input");
+  check_dropout(x, a.to_double("p"));
   return {TensorMeta{x.sizes(), x.dtype()}, TensorMeta{x.sizes(), DType::Bool}};
 }
 
@@ -38,10 +38,10 @@ Tensor all_true(const std::vector<int64_t>& sizes) {
   return make_view(one, sizes, std::vector<int64_t>(sizes.size(), 0), 0);
 }
 
-Stack native_dropout_kernel(Stack& a) {
-  const Tensor& input = a[0].tensor();
-  const double p = a[1].to_double();
-  const bool train = a[2].to_bool();
+Stack native_dropout_kernel(OpArgs& a) {
+  const Tensor& input = a.tensor("input");
+  const double p = a.to_double("p");
+  const bool train = a.to_bool("train");
   check_dropout(input, p);
   if (!train || p == 0.0) return Stack{Value(input), Value(all_true(input.sizes()))};
   if (p == 1.0) return Stack{Value(zeros(input.sizes(), input.dtype())), Value(zeros(input.sizes(), DType::Bool))};
@@ -68,9 +68,9 @@ Stack native_dropout_kernel(Stack& a) {
   return Stack{Value(y), Value(mask)};
 }
 
-std::vector<TensorMeta> native_dropout_backward_meta(const Stack& a) {
-  const Tensor& g = a[0].tensor();
-  const Tensor& mask = a[1].tensor();
+std::vector<TensorMeta> native_dropout_backward_meta(const OpArgs& a) {
+  const Tensor& g = a.tensor("grad_output");
+  const Tensor& mask = a.tensor("mask");
   QFLOW_CHECK(g.sizes() == mask.sizes(), "native_dropout_backward: grad_output has shape {} but mask has shape {}",
               g.sizes(), mask.sizes());
   QFLOW_CHECK(mask.dtype() == DType::Bool, "native_dropout_backward: mask must be bool, got {}", mask.dtype());
@@ -79,14 +79,14 @@ std::vector<TensorMeta> native_dropout_backward_meta(const Stack& a) {
 }
 
 // dx = dy * mask * scale; dy and mask of any layout.
-Stack native_dropout_backward_kernel(Stack& a) {
+Stack native_dropout_backward_kernel(OpArgs& a) {
   native_dropout_backward_meta(a);
-  const Tensor& g = a[0].tensor();
-  const Tensor& mask = a[1].tensor();
+  const Tensor& g = a.tensor("grad_output");
+  const Tensor& mask = a.tensor("mask");
   Tensor dx = new_tensor(g.sizes(), g.dtype());
   visit_floating(g.dtype(), "native_dropout_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T scale = static_cast<T>(a[2].to_double());
+    const T scale = static_cast<T>(a.to_double("scale"));
     binary_loop<T, T, bool>(dx, g, g.strides(), mask, mask.strides(), [scale](T v, bool m) { return m ? v * scale : T(0); });
   });
   return out(dx);
@@ -107,7 +107,7 @@ QFLOW_REGISTER_OPS(dropout) {
 
 std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, bool train) {
   QFLOW_OP_HANDLE("native_dropout");
-  Stack s = Dispatcher::call(op.get(), {input, p, train});
+  Stack s = call(op, {{"input", input}, {"p", p}, {"train", train}});
   return {std::move(s.at(0).tensor()), std::move(s.at(1).tensor())};
 }
 
@@ -115,7 +115,7 @@ Tensor dropout(const Tensor& input, double p, bool train) { return std::get<0>(n
 
 Tensor native_dropout_backward(const Tensor& grad_output, const Tensor& mask, double scale) {
   QFLOW_OP_HANDLE("native_dropout_backward");
-  return call_tensor(op, {grad_output, mask, scale});
+  return call_tensor(op, {{"grad_output", grad_output}, {"mask", mask}, {"scale", scale}});
 }
 
 }  // namespace qflow

@@ -12,16 +12,16 @@ namespace qflow {
 namespace kernels {
 namespace {
 
-std::vector<TensorMeta> sized_meta(const Stack& a) { return one(a[0].int_list(), a[1].dtype()); }
+std::vector<TensorMeta> sized_meta(const OpArgs& a) { return one(a.int_list("size"), a.dtype("dtype")); }
 
-Stack empty_kernel(Stack& a) { return out(new_tensor(a[0].int_list(), a[1].dtype())); }
+Stack empty_kernel(OpArgs& a) { return out(new_tensor(a.int_list("size"), a.dtype("dtype"))); }
 
-Stack full_kernel(Stack& a) {
-  Tensor t = new_tensor(a[0].int_list(), a[2].dtype());
-  fill_(t, a[1].scalar());
+Stack full_kernel(OpArgs& a) {
+  Tensor t = new_tensor(a.int_list("size"), a.dtype("dtype"));
+  fill_(t, a.scalar("fill_value"));
   return out(t);
 }
-std::vector<TensorMeta> full_meta(const Stack& a) { return one(a[0].int_list(), a[2].dtype()); }
+std::vector<TensorMeta> full_meta(const OpArgs& a) { return one(a.int_list("size"), a.dtype("dtype")); }
 
 int64_t arange_length(double start, double end, double step) {
   QFLOW_CHECK(step != 0, "arange: step must be nonzero");
@@ -30,14 +30,14 @@ int64_t arange_length(double start, double end, double step) {
   return static_cast<int64_t>(std::ceil((end - start) / step));
 }
 
-std::vector<TensorMeta> arange_meta(const Stack& a) {
-  return one({arange_length(a[0].to_double(), a[1].to_double(), a[2].to_double())}, a[3].dtype());
+std::vector<TensorMeta> arange_meta(const OpArgs& a) {
+  return one({arange_length(a.to_double("start"), a.to_double("end"), a.to_double("step"))}, a.dtype("dtype"));
 }
 
-Stack arange_kernel(Stack& a) {
-  const double start = a[0].to_double(), step = a[2].to_double();
-  const int64_t n = arange_length(start, a[1].to_double(), step);
-  Tensor t = new_tensor({n}, a[3].dtype());
+Stack arange_kernel(OpArgs& a) {
+  const double start = a.to_double("start"), step = a.to_double("step");
+  const int64_t n = arange_length(start, a.to_double("end"), step);
+  Tensor t = new_tensor({n}, a.dtype("dtype"));
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = t.data_ptr<T>();
@@ -46,13 +46,13 @@ Stack arange_kernel(Stack& a) {
   return out(t);
 }
 
-std::vector<TensorMeta> linspace_meta(const Stack& a) { return one({a[2].to_int()}, a[3].dtype()); }
+std::vector<TensorMeta> linspace_meta(const OpArgs& a) { return one({a.to_int("steps")}, a.dtype("dtype")); }
 
-Stack linspace_kernel(Stack& a) {
-  const double start = a[0].to_double(), end = a[1].to_double();
-  const int64_t steps = a[2].to_int();
+Stack linspace_kernel(OpArgs& a) {
+  const double start = a.to_double("start"), end = a.to_double("end");
+  const int64_t steps = a.to_int("steps");
   QFLOW_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got {}", steps);
-  Tensor t = new_tensor({steps}, a[3].dtype());
+  Tensor t = new_tensor({steps}, a.dtype("dtype"));
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -79,11 +79,11 @@ QFLOW_REGISTER_OPS(factory) {
 // ---- typed API --------------------------------------------------------------------------------
 Tensor empty(const IntList& sizes, DType dtype) {
   QFLOW_OP_HANDLE("empty");
-  return call_tensor(op, {sizes, dtype});
+  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}});
 }
 Tensor full(const IntList& sizes, const Scalar& value, std::optional<DType> dtype) {
   QFLOW_OP_HANDLE("full");
-  return call_tensor(op, {sizes, value, dtype.value_or(value.default_dtype())});
+  return call_tensor(op, {{"size", sizes}, {"fill_value", value}, {"dtype", dtype.value_or(value.default_dtype())}});
 }
 Tensor zeros(const IntList& sizes, DType dtype) { return full(sizes, Scalar(0), dtype); }
 Tensor ones(const IntList& sizes, DType dtype) { return full(sizes, Scalar(1), dtype); }
@@ -96,11 +96,12 @@ Tensor arange(const Scalar& end) { return arange(Scalar(0), end); }
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<DType> dtype) {
   QFLOW_OP_HANDLE("arange");
   const bool integral = start.is_integral() && end.is_integral() && step.is_integral();
-  return call_tensor(op, {start, end, step, dtype.value_or(integral ? DType::Int64 : DType::Float32)});
+  return call_tensor(op, {{"start", start}, {"end", end}, {"step", step},
+                          {"dtype", dtype.value_or(integral ? DType::Int64 : DType::Float32)}});
 }
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   QFLOW_OP_HANDLE("linspace");
-  return call_tensor(op, {start, end, steps, dtype});
+  return call_tensor(op, {{"start", start}, {"end", end}, {"steps", steps}, {"dtype", dtype}});
 }
 
 template <typename T>

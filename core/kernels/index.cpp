@@ -102,8 +102,8 @@ CatPlan cat_plan(const TensorList& ts, int64_t dim, const char* op) {
   return p;
 }
 
-std::vector<TensorMeta> cat_meta(const Stack& a) {
-  CatPlan p = cat_plan(a[0].tensor_list(), a[1].to_int(), "cat");
+std::vector<TensorMeta> cat_meta(const OpArgs& a) {
+  CatPlan p = cat_plan(a.tensor_list("tensors"), a.to_int("dim"), "cat");
   return one(std::move(p.sizes), p.dtype);
 }
 
@@ -131,9 +131,9 @@ Tensor cat_into_new(const TensorList& ts, const CatPlan& p) {
   return o;
 }
 
-Stack cat_kernel(Stack& a) {
-  const TensorList& ts = a[0].tensor_list();
-  return out(cat_into_new(ts, cat_plan(ts, a[1].to_int(), "cat")));
+Stack cat_kernel(OpArgs& a) {
+  const TensorList& ts = a.tensor_list("tensors");
+  return out(cat_into_new(ts, cat_plan(ts, a.to_int("dim"), "cat")));
 }
 
 // stack = cat of the inputs unsqueezed at `dim`, after checking that all shapes are equal.
@@ -146,9 +146,9 @@ int64_t stack_dim(const TensorList& ts, int64_t dim) {
   return wrap_dim(dim, ts[0].dim() + 1, "stack");
 }
 
-std::vector<TensorMeta> stack_meta(const Stack& a) {
-  const TensorList& ts = a[0].tensor_list();
-  const int64_t dim = stack_dim(ts, a[1].to_int());
+std::vector<TensorMeta> stack_meta(const OpArgs& a) {
+  const TensorList& ts = a.tensor_list("tensors");
+  const int64_t dim = stack_dim(ts, a.to_int("dim"));
   std::vector<int64_t> sizes = ts[0].sizes();
   sizes.insert(sizes.begin() + dim, static_cast<int64_t>(ts.size()));
   DType dtype = ts[0].dtype();
@@ -156,9 +156,9 @@ std::vector<TensorMeta> stack_meta(const Stack& a) {
   return one(std::move(sizes), dtype);
 }
 
-Stack stack_kernel(Stack& a) {
-  const TensorList& ts = a[0].tensor_list();
-  const int64_t dim = stack_dim(ts, a[1].to_int());
+Stack stack_kernel(OpArgs& a) {
+  const TensorList& ts = a.tensor_list("tensors");
+  const int64_t dim = stack_dim(ts, a.to_int("dim"));
   TensorList views;
   views.reserve(ts.size());
   for (const Tensor& t : ts) views.push_back(unsqueeze(t, dim));
@@ -182,10 +182,10 @@ void check_index_range(const int64_t* idx, int64_t n, int64_t size, int64_t dim,
   }
 }
 
-std::vector<TensorMeta> index_select_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& index = a[2].tensor();
-  const int64_t dim = wrap_dim(a[1].to_int(), x.dim(), "index_select");
+std::vector<TensorMeta> index_select_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& index = a.tensor("index");
+  const int64_t dim = wrap_dim(a.to_int("dim"), x.dim(), "index_select");
   QFLOW_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32,
               "index_select: expected dtype int32 or int64 for index, got {}", index.dtype());
   QFLOW_CHECK(index.dim() <= 1, "index_select: index must be a vector (0-d or 1-d), got shape {}", index.sizes());
@@ -199,10 +199,10 @@ std::vector<TensorMeta> index_select_meta(const Stack& a) {
 }
 
 // x: (outer, size, inner), index: (n,) → out: (outer, n, inner); out[o, j] = x[o, index[j]].
-Stack index_select_kernel(Stack& a) {
-  const Tensor x = contiguous(a[0].tensor());
-  const int64_t dim = wrap_dim(a[1].to_int(), x.dim(), "index_select");
-  const Tensor index = checked_index(a[2].tensor(), "index_select");
+Stack index_select_kernel(OpArgs& a) {
+  const Tensor x = contiguous(a.tensor("self"));
+  const int64_t dim = wrap_dim(a.to_int("dim"), x.dim(), "index_select");
+  const Tensor index = checked_index(a.tensor("index"), "index_select");
   const TensorMeta m = index_select_meta(a)[0];
   Tensor o = new_tensor(m.sizes, m.dtype);
   const Split s = split_at(x.sizes(), dim);
@@ -250,21 +250,21 @@ void check_index_add(const Tensor& self, int64_t dim, const Tensor& index, const
   }
 }
 
-std::vector<TensorMeta> index_add_meta(const Stack& a) {
-  const Tensor& self = a[0].tensor();
-  const int64_t dim = wrap_dim(a[1].to_int(), self.dim(), "index_add");
-  check_index_add(self, dim, a[2].tensor(), a[3].tensor());
+std::vector<TensorMeta> index_add_meta(const OpArgs& a) {
+  const Tensor& self = a.tensor("self");
+  const int64_t dim = wrap_dim(a.to_int("dim"), self.dim(), "index_add");
+  check_index_add(self, dim, a.tensor("index"), a.tensor("source"));
   return one(self.sizes(), self.dtype());
 }
 
 // self: (outer, size, inner), index: (n,), source: (outer, n, inner) →
 // out = self with out[o, index[j]] += alpha * source[o, j] (repeated indices accumulate).
-Stack index_add_kernel(Stack& a) {
+Stack index_add_kernel(OpArgs& a) {
   const TensorMeta m = index_add_meta(a)[0];
-  const Tensor& self = a[0].tensor();
-  const int64_t dim = wrap_dim(a[1].to_int(), self.dim(), "index_add");
-  const Tensor index = checked_index(a[2].tensor(), "index_add");
-  const Tensor source = contiguous(a[3].tensor());
+  const Tensor& self = a.tensor("self");
+  const int64_t dim = wrap_dim(a.to_int("dim"), self.dim(), "index_add");
+  const Tensor index = checked_index(a.tensor("index"), "index_add");
+  const Tensor source = contiguous(a.tensor("source"));
   Tensor o = new_tensor(m.sizes, m.dtype);
   copy_tensor(o, self);
   const Split s = split_at(self.sizes(), dim);
@@ -274,7 +274,7 @@ Stack index_add_kernel(Stack& a) {
   if (o.numel() == 0 || n == 0) return out(o);
   visit_dtype(o.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T alpha = a[4].scalar().to<T>();
+    const T alpha = a.scalar("alpha").to<T>();
     const T* src = source.data_ptr<T>();
     T* dst = o.data_ptr<T>();
     const int64_t inner = s.inner, size = s.n;
@@ -312,15 +312,21 @@ QFLOW_REGISTER_OPS(index) {
 }
 
 // ---- typed API --------------------------------------------------------------------------------
-Tensor cat(const TensorList& ts, int64_t dim) { QFLOW_OP_HANDLE("cat"); return call_tensor(op, {ts, dim}); }
-Tensor stack(const TensorList& ts, int64_t dim) { QFLOW_OP_HANDLE("stack"); return call_tensor(op, {ts, dim}); }
+Tensor cat(const TensorList& ts, int64_t dim) {
+  QFLOW_OP_HANDLE("cat");
+  return call_tensor(op, {{"tensors", ts}, {"dim", dim}});
+}
+Tensor stack(const TensorList& ts, int64_t dim) {
+  QFLOW_OP_HANDLE("stack");
+  return call_tensor(op, {{"tensors", ts}, {"dim", dim}});
+}
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   QFLOW_OP_HANDLE("index_select");
-  return call_tensor(op, {x, dim, index});
+  return call_tensor(op, {{"self", x}, {"dim", dim}, {"index", index}});
 }
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
   QFLOW_OP_HANDLE("index_add");
-  return call_tensor(op, {self, dim, index, source, alpha});
+  return call_tensor(op, {{"self", self}, {"dim", dim}, {"index", index}, {"source", source}, {"alpha", alpha}});
 }
 
 }  // namespace qflow

@@ -15,6 +15,7 @@ Tensor new_opaque_like(const Tensor& like);
 /// Converts every opaque tensor argument to plain in place: what a layout-aware kernel does
 /// before falling back to its plain path.
 void make_plain_args(const Stack& args);
+inline void make_plain_args(const OpArgs& args) { make_plain_args(args.stack()); }
 /// A view of `base` sharing its storage (marked is_view).
 Tensor make_view(const Tensor& base, std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset);
 

@@ -42,23 +42,23 @@ std::vector<int64_t> mm_shape(const char* op, const Tensor& m1, const Tensor& m2
   return {m1.sizes()[0], m2.sizes()[1]};
 }
 
-std::vector<TensorMeta> mm_meta(const Stack& a) {
-  return one(mm_shape("mm", a[0].tensor(), a[1].tensor()), a[0].tensor().dtype());
+std::vector<TensorMeta> mm_meta(const OpArgs& a) {
+  return one(mm_shape("mm", a.tensor("self"), a.tensor("mat2")), a.tensor("self").dtype());
 }
 
-Stack mm_kernel(Stack& a) {
-  const Tensor& m1 = a[0].tensor();
-  const Tensor& m2 = a[1].tensor();
+Stack mm_kernel(OpArgs& a) {
+  const Tensor& m1 = a.tensor("self");
+  const Tensor& m2 = a.tensor("mat2");
   Tensor o = new_tensor(mm_shape("mm", m1, m2), m1.dtype());
   batched_matmul(o, blas_ready(m1), blas_ready(m2), Scalar(1), Scalar(0));
   return out(o);
 }
 
 // self: broadcastable to (n, m); mat1: (n, k); mat2: (k, m) → (n, m)
-std::vector<TensorMeta> addmm_meta(const Stack& a) {
-  const Tensor& self = a[0].tensor();
-  const auto shape = mm_shape("addmm", a[1].tensor(), a[2].tensor());
-  check_dtypes("addmm", "self", self, "mat1", a[1].tensor());
+std::vector<TensorMeta> addmm_meta(const OpArgs& a) {
+  const Tensor& self = a.tensor("self");
+  const auto shape = mm_shape("addmm", a.tensor("mat1"), a.tensor("mat2"));
+  check_dtypes("addmm", "self", self, "mat1", a.tensor("mat1"));
   bool ok = self.dim() <= 2;
   for (int64_t i = 0; ok && i < self.dim(); ++i) {
     const int64_t s = self.sizes()[self.dim() - 1 - i];
@@ -67,19 +67,20 @@ std::vector<TensorMeta> addmm_meta(const Stack& a) {
   QFLOW_CHECK(ok, "addmm: self of shape {} cannot be broadcast to the product's shape {}", dims_str(self.sizes()),
               dims_str(shape));
   // A fractional beta/alpha would be truncated silently on integer tensors (PyTorch refuses too).
-  QFLOW_CHECK(is_floating(self.dtype()) || (a[3].scalar().is_integral() && a[4].scalar().is_integral()),
-              "addmm: for integer tensors, beta and alpha must be integers, got {} and {}", a[3].scalar(), a[4].scalar());
+  QFLOW_CHECK(is_floating(self.dtype()) || (a.scalar("beta").is_integral() && a.scalar("alpha").is_integral()),
+              "addmm: for integer tensors, beta and alpha must be integers, got {} and {}", a.scalar("beta"),
+              a.scalar("alpha"));
   return one(shape, self.dtype());
 }
 
-Stack addmm_kernel(Stack& a) {
+Stack addmm_kernel(OpArgs& a) {
   const TensorMeta m = addmm_meta(a)[0];
-  const Scalar beta = a[3].scalar(), alpha = a[4].scalar();
+  const Scalar beta = a.scalar("beta"), alpha = a.scalar("alpha");
   Tensor o = new_tensor(m.sizes, m.dtype);
   // beta == 0 ignores self entirely (NaN/inf in self do not leak), like BLAS and PyTorch.
   const bool use_self = beta.to_double() != 0;
-  if (use_self) copy_(o, a[0].tensor());
-  batched_matmul(o, blas_ready(a[1].tensor()), blas_ready(a[2].tensor()), alpha, use_self ? beta : Scalar(0));
+  if (use_self) copy_(o, a.tensor("self"));
+  batched_matmul(o, blas_ready(a.tensor("mat1")), blas_ready(a.tensor("mat2")), alpha, use_self ? beta : Scalar(0));
   return out(o);
 }
 
@@ -97,13 +98,13 @@ std::vector<int64_t> bmm_shape(const Tensor& x, const Tensor& y) {
   return {x.sizes()[0], x.sizes()[1], y.sizes()[2]};
 }
 
-std::vector<TensorMeta> bmm_meta(const Stack& a) {
-  return one(bmm_shape(a[0].tensor(), a[1].tensor()), a[0].tensor().dtype());
+std::vector<TensorMeta> bmm_meta(const OpArgs& a) {
+  return one(bmm_shape(a.tensor("self"), a.tensor("mat2")), a.tensor("self").dtype());
 }
 
-Stack bmm_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+Stack bmm_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("mat2");
   Tensor o = new_tensor(bmm_shape(x, y), x.dtype());
   batched_matmul(o, blas_ready(x), blas_ready(y), Scalar(1), Scalar(0));
   return out(o);
@@ -151,8 +152,8 @@ MatmulPlan matmul_plan(const Tensor& x, const Tensor& y) {
   return p;
 }
 
-std::vector<TensorMeta> matmul_meta(const Stack& a) {
-  return one(matmul_plan(a[0].tensor(), a[1].tensor()).result, a[0].tensor().dtype());
+std::vector<TensorMeta> matmul_meta(const OpArgs& a) {
+  return one(matmul_plan(a.tensor("self"), a.tensor("other")).result, a.tensor("self").dtype());
 }
 
 // Expands a BLAS-ready (…, r, c) operand to (batch..., r, c) without copying.
@@ -163,9 +164,9 @@ Tensor expand_to_batch(const Tensor& t, const std::vector<int64_t>& batch, int64
   return t.sizes() == shape ? t : expand(t, sym(shape));
 }
 
-Stack matmul_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+Stack matmul_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   const MatmulPlan p = matmul_plan(x, y);
   const Tensor xm = blas_ready(x.dim() == 1 ? unsqueeze(x, 0) : x);   // (…, n, k)
   const Tensor ym = blas_ready(y.dim() == 1 ? unsqueeze(y, 1) : y);   // (…, k, m)
@@ -194,12 +195,21 @@ QFLOW_REGISTER_OPS(linalg) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor mm(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("mm"); return call_tensor(op, {a, b}); }
-Tensor bmm(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("bmm"); return call_tensor(op, {a, b}); }
-Tensor matmul(const Tensor& a, const Tensor& b) { QFLOW_OP_HANDLE("matmul"); return call_tensor(op, {a, b}); }
+Tensor mm(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("mm");
+  return call_tensor(op, {{"self", a}, {"mat2", b}});
+}
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("bmm");
+  return call_tensor(op, {{"self", a}, {"mat2", b}});
+}
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  QFLOW_OP_HANDLE("matmul");
+  return call_tensor(op, {{"self", a}, {"other", b}});
+}
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   QFLOW_OP_HANDLE("addmm");
-  return call_tensor(op, {self, a, b, beta, alpha});
+  return call_tensor(op, {{"self", self}, {"mat1", a}, {"mat2", b}, {"beta", beta}, {"alpha", alpha}});
 }
 
 }  // namespace qflow

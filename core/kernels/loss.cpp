@@ -100,10 +100,13 @@ struct ClassLossArgs {
   double smoothing = 0.0;
 };
 
-ClassLossArgs class_args(const Stack& a, bool with_smoothing, std::string_view op) {
-  ClassLossArgs r{a[0].tensor(), a[1].tensor(), opt(a[2]), reduction_of(a[3], op), a[4].to_int(), 0.0};
+// The forward ops and their backward ops name these arguments alike.
+ClassLossArgs class_args(const OpArgs& a, bool with_smoothing, std::string_view op) {
+  ClassLossArgs r{a.tensor("self"),         a.tensor("target"),
+                  opt(a["weight"]),         reduction_of(a["reduction"], op),
+                  a.to_int("ignore_index"), 0.0};
   if (with_smoothing) {
-    r.smoothing = a[5].to_double();
+    r.smoothing = a.to_double("label_smoothing");
     QFLOW_CHECK(r.smoothing >= 0.0 && r.smoothing <= 1.0, "{}: label_smoothing must be between 0.0 and 1.0, got {}", op,
                 r.smoothing);
   }
@@ -157,16 +160,16 @@ Tensor reduce_losses(const std::vector<double>& loss, double total_weight, Reduc
   return o;
 }
 
-std::vector<TensorMeta> class_loss_meta(const Stack& a, std::string_view op) {
-  const ClassGeom g = class_geometry(a[0].tensor(), a[1].tensor(), opt(a[2]), op);
-  const Reduction r = reduction_of(a[3], op);
-  return one(r == Reduction::None ? g.target_sizes : std::vector<int64_t>{}, a[0].tensor().dtype());
+std::vector<TensorMeta> class_loss_meta(const OpArgs& a, std::string_view op) {
+  const ClassGeom g = class_geometry(a.tensor("self"), a.tensor("target"), opt(a["weight"]), op);
+  const Reduction r = reduction_of(a["reduction"], op);
+  return one(r == Reduction::None ? g.target_sizes : std::vector<int64_t>{}, a.tensor("self").dtype());
 }
-std::vector<TensorMeta> nll_meta(const Stack& a) { return class_loss_meta(a, "nll_loss"); }
-std::vector<TensorMeta> cross_entropy_meta(const Stack& a) { return class_loss_meta(a, "cross_entropy"); }
+std::vector<TensorMeta> nll_meta(const OpArgs& a) { return class_loss_meta(a, "nll_loss"); }
+std::vector<TensorMeta> cross_entropy_meta(const OpArgs& a) { return class_loss_meta(a, "cross_entropy"); }
 
 template <bool CrossEntropy>
-Stack class_loss_kernel(Stack& a) {
+Stack class_loss_kernel(OpArgs& a) {
   constexpr const char* op = CrossEntropy ? "cross_entropy" : "nll_loss";
   const ClassLossArgs args = class_args(a, CrossEntropy, op);
   const ClassGeom g = class_geometry(args.self, args.target, args.weight, op);
@@ -191,14 +194,14 @@ Stack class_loss_kernel(Stack& a) {
 //   cross_entropy: dx[c] = coef ((1 - eps) w_t (p_c - [c == t]) + (eps / C) (p_c sum_k w_k - w_c))
 // with p = softmax(self) over the class dim.
 template <bool CrossEntropy>
-std::vector<TensorMeta> class_backward_meta(const Stack& a) {
+std::vector<TensorMeta> class_backward_meta(const OpArgs& a) {
   constexpr const char* op = CrossEntropy ? "cross_entropy_backward" : "nll_loss_backward";
-  const ClassGeom g = class_geometry(a[1].tensor(), a[2].tensor(), opt(a[3]), op);
-  const Reduction r = reduction_of(a[4], op);
-  const Tensor& grad = a[0].tensor();
+  const ClassGeom g = class_geometry(a.tensor("self"), a.tensor("target"), opt(a["weight"]), op);
+  const Reduction r = reduction_of(a["reduction"], op);
+  const Tensor& grad = a.tensor("grad_output");
   const std::vector<int64_t> expected = r == Reduction::None ? g.target_sizes : std::vector<int64_t>{};
   QFLOW_CHECK(grad.sizes() == expected, "{}: grad_output has shape {}, expected {}", op, grad.sizes(), expected);
-  return one(a[1].tensor().sizes(), a[1].tensor().dtype());
+  return one(a.tensor("self").sizes(), a.tensor("self").dtype());
 }
 
 template <typename T>
@@ -216,18 +219,18 @@ std::vector<double> position_coefs(const Tensor& grad, const std::vector<double>
 }
 
 template <bool CrossEntropy>
-Stack class_backward_kernel(Stack& a) {
+Stack class_backward_kernel(OpArgs& a) {
   constexpr const char* op = CrossEntropy ? "cross_entropy_backward" : "nll_loss_backward";
   class_backward_meta<CrossEntropy>(a);
-  const Stack fwd(a.begin() + 1, a.end());
-  const ClassLossArgs args = class_args(fwd, CrossEntropy, op);
+  const ClassLossArgs args = class_args(a, CrossEntropy, op);
   const ClassGeom g = class_geometry(args.self, args.target, args.weight, op);
   return visit_floating(args.self.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const std::vector<double> wt = target_weights<T>(args.target, args.weight, g.C, args.ignore_index, op);
     const Tensor t = contiguous(args.target);
     const int64_t* pt = t.data_ptr<int64_t>();
-    const std::vector<double> coef = position_coefs<T>(a[0].tensor(), wt, pt, args.ignore_index, args.reduction);
+    const std::vector<double> coef =
+        position_coefs<T>(a.tensor("grad_output"), wt, pt, args.ignore_index, args.reduction);
     const Tensor w = args.weight.defined() ? contiguous(args.weight) : Tensor();
     const T* pw = w.defined() ? w.data_ptr<T>() : nullptr;
     const double eps = args.smoothing, k = eps / static_cast<double>(g.C);
@@ -275,10 +278,10 @@ void check_pair(const Tensor& x, const Tensor& y, std::string_view op) {
 }
 
 template <Pointwise K>
-std::vector<TensorMeta> pointwise_meta(const Stack& a) {
-  check_pair(a[0].tensor(), a[1].tensor(), pointwise_name(K));
-  const Reduction r = reduction_of(a[2], pointwise_name(K));
-  return one(r == Reduction::None ? a[0].tensor().sizes() : std::vector<int64_t>{}, a[0].tensor().dtype());
+std::vector<TensorMeta> pointwise_meta(const OpArgs& a) {
+  check_pair(a.tensor("self"), a.tensor("target"), pointwise_name(K));
+  const Reduction r = reduction_of(a["reduction"], pointwise_name(K));
+  return one(r == Reduction::None ? a.tensor("self").sizes() : std::vector<int64_t>{}, a.tensor("self").dtype());
 }
 
 template <Pointwise K, typename T>
@@ -307,10 +310,10 @@ double chunked_sum(int64_t n, const F& f) {
 }
 
 template <Pointwise K>
-Stack pointwise_kernel(Stack& a) {
+Stack pointwise_kernel(OpArgs& a) {
   const TensorMeta m = pointwise_meta<K>(a)[0];
-  const Tensor x = contiguous(a[0].tensor()), y = contiguous(a[1].tensor());
-  const Reduction r = reduction_of(a[2], pointwise_name(K));
+  const Tensor x = contiguous(a.tensor("self")), y = contiguous(a.tensor("target"));
+  const Reduction r = reduction_of(a["reduction"], pointwise_name(K));
   Tensor o = new_tensor(m.sizes, m.dtype);
   visit_floating(m.dtype, pointwise_name(K), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -334,25 +337,25 @@ Stack pointwise_kernel(Stack& a) {
 // Arguments: grad_output, self, target, reduction. d/dself: mse 2 (x - y), l1 sign(x - y),
 // times grad (per element for none; grad / numel for mean).
 template <Pointwise K>
-std::vector<TensorMeta> pointwise_backward_meta(const Stack& a) {
+std::vector<TensorMeta> pointwise_backward_meta(const OpArgs& a) {
   const std::string op = std::string(pointwise_name(K)) + "_backward";
-  check_pair(a[1].tensor(), a[2].tensor(), op);
-  const Reduction r = reduction_of(a[3], op);
-  const std::vector<int64_t> expected = r == Reduction::None ? a[1].tensor().sizes() : std::vector<int64_t>{};
-  QFLOW_CHECK(a[0].tensor().sizes() == expected, "{}: grad_output has shape {}, expected {}", op, a[0].tensor().sizes(),
-              expected);
-  return one(a[1].tensor().sizes(), a[1].tensor().dtype());
+  check_pair(a.tensor("self"), a.tensor("target"), op);
+  const Reduction r = reduction_of(a["reduction"], op);
+  const std::vector<int64_t> expected = r == Reduction::None ? a.tensor("self").sizes() : std::vector<int64_t>{};
+  QFLOW_CHECK(a.tensor("grad_output").sizes() == expected, "{}: grad_output has shape {}, expected {}", op,
+              a.tensor("grad_output").sizes(), expected);
+  return one(a.tensor("self").sizes(), a.tensor("self").dtype());
 }
 
 template <Pointwise K>
-Stack pointwise_backward_kernel(Stack& a) {
+Stack pointwise_backward_kernel(OpArgs& a) {
   pointwise_backward_meta<K>(a);
-  const Tensor x = contiguous(a[1].tensor()), y = contiguous(a[2].tensor());
-  const Reduction r = reduction_of(a[3], pointwise_name(K));
+  const Tensor x = contiguous(a.tensor("self")), y = contiguous(a.tensor("target"));
+  const Reduction r = reduction_of(a["reduction"], pointwise_name(K));
   Tensor dx = new_tensor(x.sizes(), x.dtype());
   visit_floating(x.dtype(), pointwise_name(K), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Tensor g = contiguous(a[0].tensor().to(dtype_v<T>));
+    const Tensor g = contiguous(a.tensor("grad_output").to(dtype_v<T>));
     const T* px = x.data_ptr<T>();
     const T* py = y.data_ptr<T>();
     const T* pg = g.data_ptr<T>();
@@ -415,38 +418,47 @@ using kernels::red;
 
 Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight, Reduction reduction, int64_t ignore_index) {
   QFLOW_OP_HANDLE("nll_loss");
-  return call_tensor(op, {self, target, opt_value(weight), red(reduction), ignore_index});
+  return call_tensor(op, {{"self", self}, {"target", target}, {"weight", opt_value(weight)},
+                          {"reduction", red(reduction)}, {"ignore_index", ignore_index}});
 }
 Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& weight, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
   QFLOW_OP_HANDLE("cross_entropy");
-  return call_tensor(op, {self, target, opt_value(weight), red(reduction), ignore_index, label_smoothing});
+  return call_tensor(op, {{"self", self}, {"target", target}, {"weight", opt_value(weight)},
+                          {"reduction", red(reduction)}, {"ignore_index", ignore_index},
+                          {"label_smoothing", label_smoothing}});
 }
 Tensor mse_loss(const Tensor& self, const Tensor& target, Reduction reduction) {
   QFLOW_OP_HANDLE("mse_loss");
-  return call_tensor(op, {self, target, red(reduction)});
+  return call_tensor(op, {{"self", self}, {"target", target}, {"reduction", red(reduction)}});
 }
 Tensor l1_loss(const Tensor& self, const Tensor& target, Reduction reduction) {
   QFLOW_OP_HANDLE("l1_loss");
-  return call_tensor(op, {self, target, red(reduction)});
+  return call_tensor(op, {{"self", self}, {"target", target}, {"reduction", red(reduction)}});
 }
 Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, const Tensor& weight,
                          Reduction reduction, int64_t ignore_index) {
   QFLOW_OP_HANDLE("nll_loss_backward");
-  return call_tensor(op, {grad_output, self, target, opt_value(weight), red(reduction), ignore_index});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"target", target},
+                          {"weight", opt_value(weight)}, {"reduction", red(reduction)}, {"ignore_index", ignore_index}
+                         });
 }
 Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, const Tensor& weight,
                               Reduction reduction, int64_t ignore_index, double label_smoothing) {
   QFLOW_OP_HANDLE("cross_entropy_backward");
-  return call_tensor(op, {grad_output, self, target, opt_value(weight), red(reduction), ignore_index, label_smoothing});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"target", target},
+                          {"weight", opt_value(weight)}, {"reduction", red(reduction)}, {"ignore_index", ignore_index},
+                          {"label_smoothing", label_smoothing}});
 }
 Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, Reduction reduction) {
   QFLOW_OP_HANDLE("mse_loss_backward");
-  return call_tensor(op, {grad_output, self, target, red(reduction)});
+  return call_tensor(op,
+                     {{"grad_output", grad_output}, {"self", self}, {"target", target}, {"reduction", red(reduction)}});
 }
 Tensor l1_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target, Reduction reduction) {
   QFLOW_OP_HANDLE("l1_loss_backward");
-  return call_tensor(op, {grad_output, self, target, red(reduction)});
+  return call_tensor(op,
+                     {{"grad_output", grad_output}, {"self", self}, {"target", target}, {"reduction", red(reduction)}});
 }
 
 }  // namespace qflow

@@ -53,16 +53,15 @@ void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x, in
   QFLOW_CHECK(t.dtype() == x.dtype(), "{}: {} has dtype {}, expected the input's dtype {}", op, what, t.dtype(), x.dtype());
 }
 
-// Arguments: input, weight, bias, running_mean, running_var, training, momentum, eps.
-BnShape check_bn_args(const Stack& a, std::string_view op) {
-  const Tensor& x = a[0].tensor();
+BnShape check_bn_args(const OpArgs& a, std::string_view op) {
+  const Tensor& x = a.tensor("input");
   const BnShape s = bn_shape(x, op);
   QFLOW_CHECK(is_floating(x.dtype()), "{}: expected a floating point input, got {}", op, x.dtype());
   const char* names[] = {"weight", "bias", "running_mean", "running_var"};
-  for (int i = 0; i < 4; ++i) check_channel_tensor(opt(a[1 + i]), names[i], x, s.C, op);
-  const bool has_mean = opt(a[3]).defined(), has_var = opt(a[4]).defined();
+  for (const char* name : names) check_channel_tensor(opt(a[name]), name, x, s.C, op);
+  const bool has_mean = opt(a["running_mean"]).defined(), has_var = opt(a["running_var"]).defined();
   QFLOW_CHECK(has_mean == has_var, "{}: running_mean and running_var must be given together", op);
-  if (a[5].to_bool()) {
+  if (a.to_bool("training")) {
     QFLOW_CHECK(s.per_channel() > 1, "{}: expected more than 1 value per channel when training, got input size {}", op,
                 x.sizes());
   } else {
@@ -140,12 +139,12 @@ struct BnOutputs {
 // y = (x - mean) * invstd * weight + bias, computed as x * scale[c] + shift[c]; with `relu`,
 // y = relu(that) (Note [Batch norm fused with ReLU]).
 template <typename T>
-BnOutputs bn_forward(const Stack& a, const BnShape& s, bool relu = false) {
-  const Tensor x = a[0].tensor().impl()->opaque_layout() ? a[0].tensor() : contiguous(a[0].tensor());
+BnOutputs bn_forward(const OpArgs& a, const BnShape& s, bool relu = false) {
+  const Tensor x = a.tensor("input").impl()->opaque_layout() ? a.tensor("input") : contiguous(a.tensor("input"));
   const ChannelLayout l = channel_layout(x, s);
-  const Tensor w = opt(a[1]), b = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]);
-  const bool training = a[5].to_bool();
-  const double momentum = a[6].to_double(), eps = a[7].to_double();
+  const Tensor w = opt(a["weight"]), b = opt(a["bias"]), rm = opt(a["running_mean"]), rv = opt(a["running_var"]);
+  const bool training = a.to_bool("training");
+  const double momentum = a.to_double("momentum"), eps = a.to_double("eps");
   const T* px = raw<T>(x);
 
   std::vector<double> mean, invstd(s.C);
@@ -185,44 +184,44 @@ BnOutputs bn_forward(const Stack& a, const BnShape& s, bool relu = false) {
 }
 
 // x: (N, C, ...) → (N, C, ...)
-std::vector<TensorMeta> batch_norm_meta(const Stack& a) {
+std::vector<TensorMeta> batch_norm_meta(const OpArgs& a) {
   check_bn_args(a, "batch_norm");
-  return one(a[0].tensor().sizes(), a[0].tensor().dtype());
+  return one(a.tensor("input").sizes(), a.tensor("input").dtype());
 }
 
 // Opaque inputs other than channel-blocked ones are made plain (Note [Opaque layouts]).
-void plain_unless_channel_blocked(const Stack& a, size_t input) {
-  const OpaqueLayout* l = a[input].tensor().impl()->opaque_layout();
+void plain_unless_channel_blocked(const OpArgs& a, std::string_view input) {
+  const OpaqueLayout* l = a.tensor(input).impl()->opaque_layout();
   if (l && l->channel_block() == 0) make_plain_args(a);
 }
 
 template <bool kRelu>
-Stack batch_norm_kernel(Stack& a) {
+Stack batch_norm_kernel(OpArgs& a) {
   constexpr const char* op = kRelu ? "batch_norm_relu" : "batch_norm";
-  plain_unless_channel_blocked(a, 0);
+  plain_unless_channel_blocked(a, "input");
   const BnShape s = check_bn_args(a, op);
-  return visit_floating(a[0].tensor().dtype(), op, [&](auto tag) {
+  return visit_floating(a.tensor("input").dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return out(bn_forward<T>(a, s, kRelu).out);
   });
 }
 
-std::vector<TensorMeta> batch_norm_relu_meta(const Stack& a) {
+std::vector<TensorMeta> batch_norm_relu_meta(const OpArgs& a) {
   check_bn_args(a, "batch_norm_relu");
-  return one(a[0].tensor().sizes(), a[0].tensor().dtype());
+  return one(a.tensor("input").sizes(), a.tensor("input").dtype());
 }
 
 // x: (N, C, ...) → (y: (N, C, ...), mean: (C,), invstd: (C,))
-std::vector<TensorMeta> native_batch_norm_meta(const Stack& a) {
+std::vector<TensorMeta> native_batch_norm_meta(const OpArgs& a) {
   const BnShape s = check_bn_args(a, "native_batch_norm");
-  const Tensor& x = a[0].tensor();
+  const Tensor& x = a.tensor("input");
   return {TensorMeta{x.sizes(), x.dtype()}, TensorMeta{{s.C}, x.dtype()}, TensorMeta{{s.C}, x.dtype()}};
 }
 
-Stack native_batch_norm_kernel(Stack& a) {
-  plain_unless_channel_blocked(a, 0);
+Stack native_batch_norm_kernel(OpArgs& a) {
+  plain_unless_channel_blocked(a, "input");
   const BnShape s = check_bn_args(a, "native_batch_norm");
-  return visit_floating(a[0].tensor().dtype(), "native_batch_norm", [&](auto tag) {
+  return visit_floating(a.tensor("input").dtype(), "native_batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     BnOutputs o = bn_forward<T>(a, s);
     return Stack{Value(o.out), Value(o.mean), Value(o.invstd)};
@@ -231,19 +230,17 @@ Stack native_batch_norm_kernel(Stack& a) {
 
 // ---- backward ----------------------------------------------------------------------------------
 
-// Arguments: grad_out?, input, weight?, running_mean?, running_var?, save_mean?, save_invstd?,
-// train, eps, grad_mean?, grad_invstd?.
-std::vector<TensorMeta> bn_backward_meta(const Stack& a) {
-  const Tensor& x = a[1].tensor();
+std::vector<TensorMeta> bn_backward_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("input");
   const BnShape s = bn_shape(x, "native_batch_norm_backward");
-  const Tensor gy = opt(a[0]);
+  const Tensor gy = opt(a["grad_out"]);
   QFLOW_CHECK(!gy.defined() || gy.sizes() == x.sizes(),
               "native_batch_norm_backward: grad_output has shape {}, expected the input's shape {}", gy.sizes(), x.sizes());
   const char* names[] = {"weight", "running_mean", "running_var", "save_mean", "save_invstd"};
-  for (int i = 0; i < 5; ++i) check_channel_tensor(opt(a[2 + i]), names[i], x, s.C, "native_batch_norm_backward");
-  check_channel_tensor(opt(a[9]), "grad_mean", x, s.C, "native_batch_norm_backward");
-  check_channel_tensor(opt(a[10]), "grad_invstd", x, s.C, "native_batch_norm_backward");
-  QFLOW_CHECK(a[7].to_bool() || (opt(a[3]).defined() && opt(a[4]).defined()),
+  for (const char* name : names) check_channel_tensor(opt(a[name]), name, x, s.C, "native_batch_norm_backward");
+  check_channel_tensor(opt(a["grad_mean"]), "grad_mean", x, s.C, "native_batch_norm_backward");
+  check_channel_tensor(opt(a["grad_invstd"]), "grad_invstd", x, s.C, "native_batch_norm_backward");
+  QFLOW_CHECK(a.to_bool("train") || (opt(a["running_mean"]).defined() && opt(a["running_var"]).defined()),
               "native_batch_norm_backward: running_mean and running_var are required when train=False");
   return {TensorMeta{x.sizes(), x.dtype()}, TensorMeta{{s.C}, x.dtype()}, TensorMeta{{s.C}, x.dtype()}};
 }
@@ -256,15 +253,16 @@ std::vector<TensorMeta> bn_backward_meta(const Stack& a) {
 // kMasked: dy is the incoming gradient where relu_out > 0 and 0 elsewhere (the backward of
 // batch_norm_relu, Note [Batch norm fused with ReLU]); relu_out is laid out like the input.
 template <typename T, bool kMasked = false>
-Stack bn_backward(const Stack& a, const BnShape& s, const Tensor& relu_out = Tensor()) {
-  const Tensor x = a[1].tensor().impl()->opaque_layout() ? a[1].tensor() : contiguous(a[1].tensor());
+Stack bn_backward(const OpArgs& a, const BnShape& s, const Tensor& relu_out = Tensor()) {
+  const Tensor x = a.tensor("input").impl()->opaque_layout() ? a.tensor("input") : contiguous(a.tensor("input"));
   const ChannelLayout l = channel_layout(x, s);
-  const Tensor gy_in = opt(a[0]);
+  const Tensor gy_in = opt(a["grad_out"]);
   const Tensor gy = gy_in.defined() ? like_input(gy_in, x) : Tensor();
-  const Tensor w = opt(a[2]), rm = opt(a[3]), rv = opt(a[4]), sm = opt(a[5]), si = opt(a[6]);
-  const Tensor gmean = opt(a[9]), ginv = opt(a[10]);
-  const bool train = a[7].to_bool();
-  const double eps = a[8].to_double(), m = static_cast<double>(s.per_channel());
+  const Tensor w = opt(a["weight"]), rm = opt(a["running_mean"]), rv = opt(a["running_var"]);
+  const Tensor sm = opt(a["save_mean"]), si = opt(a["save_invstd"]);
+  const Tensor gmean = opt(a["grad_mean"]), ginv = opt(a["grad_invstd"]);
+  const bool train = a.to_bool("train");
+  const double eps = a.to_double("eps"), m = static_cast<double>(s.per_channel());
   const T* px = raw<T>(x);
 
   std::vector<double> mean(s.C), invstd(s.C);
@@ -318,11 +316,11 @@ Stack bn_backward(const Stack& a, const BnShape& s, const Tensor& relu_out = Ten
   return Stack{Value(gx), Value(gw), Value(gb)};
 }
 
-Stack bn_backward_kernel(Stack& a) {
-  plain_unless_channel_blocked(a, 1);
+Stack bn_backward_kernel(OpArgs& a) {
+  plain_unless_channel_blocked(a, "input");
   bn_backward_meta(a);
-  const BnShape s = bn_shape(a[1].tensor(), "native_batch_norm_backward");
-  return visit_floating(a[1].tensor().dtype(), "native_batch_norm_backward", [&](auto tag) {
+  const BnShape s = bn_shape(a.tensor("input"), "native_batch_norm_backward");
+  return visit_floating(a.tensor("input").dtype(), "native_batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return bn_backward<T>(a, s);
   });
@@ -330,30 +328,42 @@ Stack bn_backward_kernel(Stack& a) {
 
 Value opt_value(const Tensor& t) { return t.defined() ? Value(t) : Value(); }
 
-// Arguments: grad_out, output (of batch_norm_relu), input, weight?, running_mean?, running_var?,
-// train, eps.
-std::vector<TensorMeta> bn_relu_backward_meta(const Stack& a) {
-  const Tensor &g = a[0].tensor(), &y = a[1].tensor(), &x = a[2].tensor();
+const OpSchema& native_backward_schema() {
+  static const OpHandle op("native_batch_norm_backward");
+  return op.get().schema;
+}
+
+// batch_norm_relu_backward's arguments as native_batch_norm_backward's, the statistics left out
+// (recomputed from the input).
+Stack as_native_backward_args(const OpArgs& a) {
+  return named_stack(native_backward_schema(), {{"grad_out", a["grad_out"]}, {"input", a["input"]},
+                                                {"weight", a["weight"]}, {"running_mean", a["running_mean"]},
+                                                {"running_var", a["running_var"]}, {"train", a["train"]},
+                                                {"eps", a["eps"]}});
+}
+
+std::vector<TensorMeta> bn_relu_backward_meta(const OpArgs& a) {
+  const Tensor &g = a.tensor("grad_out"), &y = a.tensor("output"), &x = a.tensor("input");
   QFLOW_CHECK(g.sizes() == x.sizes() && y.sizes() == x.sizes(),
               "batch_norm_relu_backward: grad_output has shape {} and output has shape {}, expected the input's shape {}",
               g.sizes(), y.sizes(), x.sizes());
   QFLOW_CHECK(g.dtype() == x.dtype() && y.dtype() == x.dtype(),
               "batch_norm_relu_backward: grad_output ({}) and output ({}) must have the input's dtype {}", g.dtype(),
               y.dtype(), x.dtype());
-  return bn_backward_meta(Stack{a[0], a[2], a[3], a[4], a[5], Value(), Value(), a[6], a[7], Value(), Value()});
+  Stack native = as_native_backward_args(a);
+  return bn_backward_meta(OpArgs(native_backward_schema(), native));
 }
 
-Stack bn_relu_backward_kernel(Stack& a) {
-  plain_unless_channel_blocked(a, 2);
+Stack bn_relu_backward_kernel(OpArgs& a) {
+  plain_unless_channel_blocked(a, "input");
   bn_relu_backward_meta(a);
-  // native_batch_norm_backward's arguments, the statistics recomputed from the input.
-  const Stack native{a[0], a[2], a[3], a[4], a[5], Value(), Value(), a[6], a[7], Value(), Value()};
-  const Tensor& x = a[2].tensor();
+  Stack native = as_native_backward_args(a);
+  const Tensor& x = a.tensor("input");
   const BnShape s = bn_shape(x, "batch_norm_relu_backward");
-  const Tensor y = like_input(a[1].tensor(), x.impl()->opaque_layout() ? x : contiguous(x));
+  const Tensor y = like_input(a.tensor("output"), x.impl()->opaque_layout() ? x : contiguous(x));
   return visit_floating(x.dtype(), "batch_norm_relu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return bn_backward<T, true>(native, s, y);
+    return bn_backward<T, true>(OpArgs(native_backward_schema(), native), s, y);
   });
 }
 
@@ -395,22 +405,28 @@ namespace {
 std::tuple<Tensor, Tensor, Tensor> three(Stack s) {
   return {std::move(s.at(0).tensor()), std::move(s.at(1).tensor()), std::move(s.at(2).tensor())};
 }
+
+// batch_norm and batch_norm_relu take the same arguments.
+Tensor call_batch_norm(const OpHandle& op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                       double eps) {
+  using kernels::opt_value;
+  return call_tensor(op, {{"input", input}, {"weight", opt_value(weight)}, {"bias", opt_value(bias)},
+                          {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                          {"training", training}, {"momentum", momentum}, {"eps", eps}});
+}
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
-  using kernels::opt_value;
   QFLOW_OP_HANDLE("batch_norm");
-  return call_tensor(op, {input, opt_value(weight), opt_value(bias), opt_value(running_mean), opt_value(running_var),
-                          training, momentum, eps});
+  return call_batch_norm(op, input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps) {
-  using kernels::opt_value;
   QFLOW_OP_HANDLE("batch_norm_relu");
-  return call_tensor(op, {input, opt_value(weight), opt_value(bias), opt_value(running_mean), opt_value(running_var),
-                          training, momentum, eps});
+  return call_batch_norm(op, input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(const Tensor& grad_output, const Tensor& output,
@@ -419,8 +435,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(const Tensor& grad_o
                                                             bool training, double eps) {
   using kernels::opt_value;
   QFLOW_OP_HANDLE("batch_norm_relu_backward");
-  return three(Dispatcher::call(op.get(), {grad_output, output, input, opt_value(weight), opt_value(running_mean),
-                                           opt_value(running_var), training, eps}));
+  return three(call(op, {{"grad_out", grad_output}, {"output", output}, {"input", input}, {"weight", opt_value(weight)},
+                         {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                         {"train", training}, {"eps", eps}}));
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -428,8 +445,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                                                      bool training, double momentum, double eps) {
   using kernels::opt_value;
   QFLOW_OP_HANDLE("native_batch_norm");
-  return three(Dispatcher::call(op.get(), {input, opt_value(weight), opt_value(bias), opt_value(running_mean),
-                                           opt_value(running_var), training, momentum, eps}));
+  return three(call(op, {{"input", input}, {"weight", opt_value(weight)}, {"bias", opt_value(bias)},
+                         {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                         {"training", training}, {"momentum", momentum}, {"eps", eps}}));
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad_output, const Tensor& input,
@@ -439,10 +457,11 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
                                                               const Tensor& grad_mean, const Tensor& grad_invstd) {
   using kernels::opt_value;
   QFLOW_OP_HANDLE("native_batch_norm_backward");
-  return three(Dispatcher::call(
-      op.get(), {opt_value(grad_output), input, opt_value(weight), opt_value(running_mean), opt_value(running_var),
-                 opt_value(save_mean), opt_value(save_invstd), training, eps, opt_value(grad_mean),
-                 opt_value(grad_invstd)}));
+  return three(call(op, {{"grad_out", opt_value(grad_output)}, {"input", input}, {"weight", opt_value(weight)},
+                         {"running_mean", opt_value(running_mean)}, {"running_var", opt_value(running_var)},
+                         {"save_mean", opt_value(save_mean)}, {"save_invstd", opt_value(save_invstd)},
+                         {"train", training}, {"eps", eps}, {"grad_mean", opt_value(grad_mean)},
+                         {"grad_invstd", opt_value(grad_invstd)}}));
 }
 
 }  // namespace qflow

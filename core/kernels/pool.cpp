@@ -90,9 +90,9 @@ void check_grad_output(const Tensor& gy, const PoolGeometry& g, const Tensor& x,
 
 // ---- max_pool2d ---------------------------------------------------------------------------------
 
-PoolGeometry max_geometry(const Stack& a, const char* op) {
-  return window_geometry(a[0].tensor(), a[1].int_list(), a[2].int_list(), a[3].int_list(), a[4].int_list(),
-                         a[5].to_bool(), op);
+PoolGeometry max_geometry(const OpArgs& a, const char* op) {
+  return window_geometry(a.tensor("self"), a.int_list("kernel_size"), a.int_list("stride"), a.int_list("padding"),
+                         a.int_list("dilation"), a.to_bool("ceil_mode"), op);
 }
 
 // x: (P, H, W) → y: (P, Ho, Wo) and, when idx is non-null, the argmax (ih * W + iw) of each
@@ -128,9 +128,9 @@ void max_pool_forward(const PoolGeometry& g, const T* x, T* y, int64_t* idx) {
   });
 }
 
-Stack max_pool_run(Stack& a, const char* op, bool with_indices) {
+Stack max_pool_run(OpArgs& a, const char* op, bool with_indices) {
   const PoolGeometry g = max_geometry(a, op);
-  const Tensor& self = a[0].tensor();
+  const Tensor& self = a.tensor("self");
   const Tensor x = as_batched(self);
   Tensor y = new_tensor({g.n, g.c, g.oh, g.ow}, self.dtype());
   Tensor idx = with_indices ? new_tensor({g.n, g.c, g.oh, g.ow}, DType::Int64) : Tensor();
@@ -142,41 +142,41 @@ Stack max_pool_run(Stack& a, const char* op, bool with_indices) {
   return Stack{Value(unbatch_like(y, self.dim())), Value(unbatch_like(idx, self.dim()))};
 }
 
-std::vector<TensorMeta> max_pool2d_meta(const Stack& a) {
-  return one(max_geometry(a, "max_pool2d").output_sizes(), a[0].tensor().dtype());
+std::vector<TensorMeta> max_pool2d_meta(const OpArgs& a) {
+  return one(max_geometry(a, "max_pool2d").output_sizes(), a.tensor("self").dtype());
 }
-Stack max_pool2d_kernel(Stack& a) { return max_pool_run(a, "max_pool2d", false); }
+Stack max_pool2d_kernel(OpArgs& a) { return max_pool_run(a, "max_pool2d", false); }
 
-std::vector<TensorMeta> max_pool2d_with_indices_meta(const Stack& a) {
+std::vector<TensorMeta> max_pool2d_with_indices_meta(const OpArgs& a) {
   const auto sizes = max_geometry(a, "max_pool2d_with_indices").output_sizes();
-  return {TensorMeta{sizes, a[0].tensor().dtype()}, TensorMeta{sizes, DType::Int64}};
+  return {TensorMeta{sizes, a.tensor("self").dtype()}, TensorMeta{sizes, DType::Int64}};
 }
-Stack max_pool2d_with_indices_kernel(Stack& a) { return max_pool_run(a, "max_pool2d_with_indices", true); }
+Stack max_pool2d_with_indices_kernel(OpArgs& a) { return max_pool_run(a, "max_pool2d_with_indices", true); }
 
 // grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
-PoolGeometry max_backward_geometry(const Stack& a) {
+PoolGeometry max_backward_geometry(const OpArgs& a) {
   constexpr const char* op = "max_pool2d_with_indices_backward";
-  const Tensor& x = a[1].tensor();
-  const PoolGeometry g =
-      window_geometry(x, a[2].int_list(), a[3].int_list(), a[4].int_list(), a[5].int_list(), a[6].to_bool(), op);
-  check_grad_output(a[0].tensor(), g, x, op);
-  const Tensor& idx = a[7].tensor();
+  const Tensor& x = a.tensor("self");
+  const PoolGeometry g = window_geometry(x, a.int_list("kernel_size"), a.int_list("stride"), a.int_list("padding"),
+                                         a.int_list("dilation"), a.to_bool("ceil_mode"), op);
+  check_grad_output(a.tensor("grad_output"), g, x, op);
+  const Tensor& idx = a.tensor("indices");
   QFLOW_CHECK(idx.dtype() == DType::Int64 && idx.sizes() == g.output_sizes(),
               "{}: expected int64 indices of shape {}, got {} indices of shape {}", op, g.output_sizes(), idx.dtype(),
               idx.sizes());
   return g;
 }
 
-std::vector<TensorMeta> max_pool2d_backward_meta(const Stack& a) {
+std::vector<TensorMeta> max_pool2d_backward_meta(const OpArgs& a) {
   max_backward_geometry(a);
-  return one(a[1].tensor().sizes(), a[1].tensor().dtype());
+  return one(a.tensor("self").sizes(), a.tensor("self").dtype());
 }
 
-Stack max_pool2d_backward_kernel(Stack& a) {
+Stack max_pool2d_backward_kernel(OpArgs& a) {
   const PoolGeometry g = max_backward_geometry(a);
-  const Tensor& self = a[1].tensor();
-  const Tensor gy = as_batched(a[0].tensor());
-  const Tensor idx = as_batched(a[7].tensor());
+  const Tensor& self = a.tensor("self");
+  const Tensor gy = as_batched(a.tensor("grad_output"));
+  const Tensor idx = as_batched(a.tensor("indices"));
   Tensor gx = new_tensor({g.n, g.c, g.h, g.w}, self.dtype());
   std::atomic<bool> out_of_range{false};  // no throwing inside a parallel region
   visit_floating(self.dtype(), "max_pool2d_with_indices_backward", [&](auto tag) {
@@ -209,13 +209,12 @@ struct AvgOptions {
   std::optional<int64_t> divisor_override;
 };
 
-// self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-// starting at argument `first` (0 for the op, 1 for its backward).
-PoolGeometry avg_geometry(const Stack& a, size_t first, AvgOptions& opt, const char* op) {
-  const PoolGeometry g = window_geometry(a[first].tensor(), a[first + 1].int_list(), a[first + 2].int_list(),
-                                         a[first + 3].int_list(), {1}, a[first + 4].to_bool(), op);
-  opt.count_include_pad = a[first + 5].to_bool();
-  opt.divisor_override = a[first + 6].optional_int();
+// avg_pool2d and its backward name these arguments alike.
+PoolGeometry avg_geometry(const OpArgs& a, AvgOptions& opt, const char* op) {
+  const PoolGeometry g = window_geometry(a.tensor("self"), a.int_list("kernel_size"), a.int_list("stride"),
+                                         a.int_list("padding"), {1}, a.to_bool("ceil_mode"), op);
+  opt.count_include_pad = a.to_bool("count_include_pad");
+  opt.divisor_override = a.optional_int("divisor_override");
   QFLOW_CHECK(!opt.divisor_override || *opt.divisor_override != 0, "{}: divisor_override must not be zero", op);
   return g;
 }
@@ -239,15 +238,15 @@ void for_each_avg_window(const PoolGeometry& g, const AvgOptions& opt, const Fn&
   }
 }
 
-std::vector<TensorMeta> avg_pool2d_meta(const Stack& a) {
+std::vector<TensorMeta> avg_pool2d_meta(const OpArgs& a) {
   AvgOptions opt;
-  return one(avg_geometry(a, 0, opt, "avg_pool2d").output_sizes(), a[0].tensor().dtype());
+  return one(avg_geometry(a, opt, "avg_pool2d").output_sizes(), a.tensor("self").dtype());
 }
 
-Stack avg_pool2d_kernel(Stack& a) {
+Stack avg_pool2d_kernel(OpArgs& a) {
   AvgOptions opt;
-  const PoolGeometry g = avg_geometry(a, 0, opt, "avg_pool2d");
-  const Tensor& self = a[0].tensor();
+  const PoolGeometry g = avg_geometry(a, opt, "avg_pool2d");
+  const Tensor& self = a.tensor("self");
   const Tensor xb = as_batched(self);
   Tensor y = new_tensor({g.n, g.c, g.oh, g.ow}, self.dtype());
   visit_floating(self.dtype(), "avg_pool2d", [&](auto tag) {
@@ -268,19 +267,19 @@ Stack avg_pool2d_kernel(Stack& a) {
   return out(unbatch_like(y, self.dim()));
 }
 
-std::vector<TensorMeta> avg_pool2d_backward_meta(const Stack& a) {
+std::vector<TensorMeta> avg_pool2d_backward_meta(const OpArgs& a) {
   AvgOptions opt;
-  const PoolGeometry g = avg_geometry(a, 1, opt, "avg_pool2d_backward");
-  check_grad_output(a[0].tensor(), g, a[1].tensor(), "avg_pool2d_backward");
-  return one(a[1].tensor().sizes(), a[1].tensor().dtype());
+  const PoolGeometry g = avg_geometry(a, opt, "avg_pool2d_backward");
+  check_grad_output(a.tensor("grad_output"), g, a.tensor("self"), "avg_pool2d_backward");
+  return one(a.tensor("self").sizes(), a.tensor("self").dtype());
 }
 
-Stack avg_pool2d_backward_kernel(Stack& a) {
+Stack avg_pool2d_backward_kernel(OpArgs& a) {
   AvgOptions opt;
-  const PoolGeometry g = avg_geometry(a, 1, opt, "avg_pool2d_backward");
-  const Tensor& self = a[1].tensor();
-  check_grad_output(a[0].tensor(), g, self, "avg_pool2d_backward");
-  const Tensor gyb = as_batched(a[0].tensor());
+  const PoolGeometry g = avg_geometry(a, opt, "avg_pool2d_backward");
+  const Tensor& self = a.tensor("self");
+  check_grad_output(a.tensor("grad_output"), g, self, "avg_pool2d_backward");
+  const Tensor gyb = as_batched(a.tensor("grad_output"));
   Tensor gx = new_tensor({g.n, g.c, g.h, g.w}, self.dtype());
   visit_floating(self.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -323,14 +322,14 @@ void for_each_adaptive_window(const PoolGeometry& g, const Fn& fn) {
   }
 }
 
-std::vector<TensorMeta> adaptive_avg_pool2d_meta(const Stack& a) {
-  return one(adaptive_geometry(a[0].tensor(), a[1].int_list(), "adaptive_avg_pool2d").output_sizes(),
-             a[0].tensor().dtype());
+std::vector<TensorMeta> adaptive_avg_pool2d_meta(const OpArgs& a) {
+  return one(adaptive_geometry(a.tensor("self"), a.int_list("output_size"), "adaptive_avg_pool2d").output_sizes(),
+             a.tensor("self").dtype());
 }
 
-Stack adaptive_avg_pool2d_kernel(Stack& a) {
-  const Tensor& self = a[0].tensor();
-  const PoolGeometry g = adaptive_geometry(self, a[1].int_list(), "adaptive_avg_pool2d");
+Stack adaptive_avg_pool2d_kernel(OpArgs& a) {
+  const Tensor& self = a.tensor("self");
+  const PoolGeometry g = adaptive_geometry(self, a.int_list("output_size"), "adaptive_avg_pool2d");
   const Tensor xb = as_batched(self);
   Tensor y = new_tensor({g.n, g.c, g.oh, g.ow}, self.dtype());
   visit_floating(self.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
@@ -351,10 +350,10 @@ Stack adaptive_avg_pool2d_kernel(Stack& a) {
   return out(unbatch_like(y, self.dim()));
 }
 
-std::vector<TensorMeta> adaptive_avg_pool2d_backward_meta(const Stack& a) {
-  const Tensor& self = a[1].tensor();
+std::vector<TensorMeta> adaptive_avg_pool2d_backward_meta(const OpArgs& a) {
+  const Tensor& self = a.tensor("self");
   input_geometry(self, "adaptive_avg_pool2d_backward");
-  const Tensor& gy = a[0].tensor();
+  const Tensor& gy = a.tensor("grad_output");
   QFLOW_CHECK(gy.dim() == self.dim() && gy.dtype() == self.dtype() &&
                   std::equal(self.sizes().begin(), self.sizes().end() - 2, gy.sizes().begin()),
               "adaptive_avg_pool2d_backward: grad_output of shape {} ({}) does not fit input of shape {} ({})", gy.sizes(),
@@ -362,10 +361,10 @@ std::vector<TensorMeta> adaptive_avg_pool2d_backward_meta(const Stack& a) {
   return one(self.sizes(), self.dtype());
 }
 
-Stack adaptive_avg_pool2d_backward_kernel(Stack& a) {
+Stack adaptive_avg_pool2d_backward_kernel(OpArgs& a) {
   adaptive_avg_pool2d_backward_meta(a);
-  const Tensor& self = a[1].tensor();
-  const Tensor& gy_in = a[0].tensor();
+  const Tensor& self = a.tensor("self");
+  const Tensor& gy_in = a.tensor("grad_output");
   const IntList out_size(gy_in.sizes().end() - 2, gy_in.sizes().end());
   const PoolGeometry g = adaptive_geometry(self, out_size, "adaptive_avg_pool2d_backward");
   const Tensor gyb = as_batched(gy_in);
@@ -424,13 +423,15 @@ QFLOW_REGISTER_OPS(pool) {
 Tensor max_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   const IntList& dilation, bool ceil_mode) {
   QFLOW_OP_HANDLE("max_pool2d");
-  return call_tensor(op, {self, kernel_size, stride, padding, dilation, ceil_mode});
+  return call_tensor(op, {{"self", self}, {"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                          {"dilation", dilation}, {"ceil_mode", ceil_mode}});
 }
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size, const IntList& stride,
                                                    const IntList& padding, const IntList& dilation, bool ceil_mode) {
   QFLOW_OP_HANDLE("max_pool2d_with_indices");
-  Stack r = Dispatcher::call(op.get(), {self, kernel_size, stride, padding, dilation, ceil_mode});
+  Stack r = call(op, {{"self", self}, {"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                      {"dilation", dilation}, {"ceil_mode", ceil_mode}});
   return {std::move(r.at(0).tensor()), std::move(r.at(1).tensor())};
 }
 
@@ -438,30 +439,36 @@ Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor&
                                         const IntList& stride, const IntList& padding, const IntList& dilation,
                                         bool ceil_mode, const Tensor& indices) {
   QFLOW_OP_HANDLE("max_pool2d_with_indices_backward");
-  return call_tensor(op, {grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"kernel_size", kernel_size},
+                          {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"ceil_mode", ceil_mode},
+                          {"indices", indices}});
 }
 
 Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   QFLOW_OP_HANDLE("avg_pool2d");
-  return call_tensor(op, {self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override});
+  return call_tensor(op, {{"self", self}, {"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                          {"ceil_mode", ceil_mode}, {"count_include_pad", count_include_pad},
+                          {"divisor_override", divisor_override}});
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& self, const IntList& kernel_size,
                            const IntList& stride, const IntList& padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override) {
   QFLOW_OP_HANDLE("avg_pool2d_backward");
-  return call_tensor(op, {grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"kernel_size", kernel_size},
+                          {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode},
+                          {"count_include_pad", count_include_pad}, {"divisor_override", divisor_override}});
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
   QFLOW_OP_HANDLE("adaptive_avg_pool2d");
-  return call_tensor(op, {self, output_size});
+  return call_tensor(op, {{"self", self}, {"output_size", output_size}});
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& self) {
   QFLOW_OP_HANDLE("adaptive_avg_pool2d_backward");
-  return call_tensor(op, {grad_output, self});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}});
 }
 
 }  // namespace qflow

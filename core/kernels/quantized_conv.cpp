@@ -39,40 +39,35 @@ namespace qflow {
 namespace kernels {
 namespace {
 
-// Arguments: input, weight, output_scale, bias?, input_zero_point, stride, padding, dilation,
-// groups, relu, add?, dtype, output_zero_point, output_min, output_max.
-constexpr size_t kAdd = 10, kDtype = 11, kOutZeroPoint = 12, kOutMin = 13, kOutMax = 14;
-
 Tensor optional_tensor(const Value& v) { return v.is_tensor() ? v.tensor() : Tensor(); }
 
-QuantizedOutput output_of(const Stack& a) {
-  return {a[kDtype].dtype(), a[kOutZeroPoint].to_int(), a[kOutMin].to_int(), a[kOutMax].to_int()};
+QuantizedOutput output_of(const OpArgs& a) {
+  return {a.dtype("dtype"), a.to_int("output_zero_point"), a.to_int("output_min"), a.to_int("output_max")};
 }
 
-ConvGeometry quantized_conv_geometry(const Stack& a) {
+ConvGeometry quantized_conv_geometry(const OpArgs& a) {
   const char* op = "quantized_conv2d";
-  const Tensor& x = a[0].tensor();
-  const Tensor& w = a[1].tensor();
-  const Tensor& scale = a[2].tensor();
+  const Tensor& x = a.tensor("input");
+  const Tensor& w = a.tensor("weight");
+  const Tensor& scale = a.tensor("output_scale");
   QFLOW_CHECK(x.dtype() == DType::UInt8 || x.dtype() == DType::Int8, "{}: expected a uint8 or int8 input, got {}", op,
               x.dtype());
   QFLOW_CHECK(w.dtype() == DType::Int8, "{}: expected int8 weights, got {}", op, w.dtype());
   QFLOW_CHECK(x.dim() == 4, "{}: expected a 4-d input (N, C, H, W), got shape {}", op, x.sizes());
-  const ConvGeometry g =
-      conv_geometry(x.sizes(), w.sizes(), a[5].int_list(), a[6].int_list(), a[7].int_list(), a[8].to_int(), op);
+  const ConvGeometry g = conv_geometry(x.sizes(), w.sizes(), a.int_list("stride"), a.int_list("padding"),
+                                       a.int_list("dilation"), a.to_int("groups"), op);
   QFLOW_CHECK(scale.dtype() == DType::Float32 && (scale.numel() == 1 || scale.numel() == g.o) && scale.dim() <= 1,
               "{}: output_scale must be float32 with 1 or {} (output channels) elements, got {} of shape {}", op, g.o,
               scale.dtype(), scale.sizes());
-  if (a[3].is_tensor() && a[3].tensor().defined()) {
-    const Tensor& b = a[3].tensor();
+  if (const Tensor b = optional_tensor(a["bias"]); b.defined()) {
     QFLOW_CHECK(b.dtype() == DType::Float32 && b.sizes() == std::vector<int64_t>{g.o},
                 "{}: bias must be float32 of shape [{}], got {} of shape {}", op, g.o, b.dtype(), b.sizes());
   }
   // Any int32 zero point: an affine grid's zero point is negative when the range lies above 0.
-  const int64_t zp = a[4].to_int();
+  const int64_t zp = a.to_int("input_zero_point");
   QFLOW_CHECK(zp >= INT32_MIN && zp <= INT32_MAX, "{}: input_zero_point {} does not fit int32", op, zp);
   const QuantizedOutput out = output_of(a);
-  if (const Tensor add = optional_tensor(a[kAdd]); add.defined()) {
+  if (const Tensor add = optional_tensor(a["add"]); add.defined()) {
     QFLOW_CHECK(add.dtype() == DType::Float32 && add.sizes() == g.output_sizes(),
                 "{}: add must be float32 of the output's shape {}, got {} of shape {}", op, g.output_sizes(),
                 add.dtype(), add.sizes());
@@ -90,16 +85,16 @@ ConvGeometry quantized_conv_geometry(const Stack& a) {
   return g;
 }
 
-std::vector<TensorMeta> quantized_conv_meta(const Stack& a) {
-  return one(quantized_conv_geometry(a).output_sizes(), a[kDtype].dtype());
+std::vector<TensorMeta> quantized_conv_meta(const OpArgs& a) {
+  return one(quantized_conv_geometry(a).output_sizes(), a.dtype("dtype"));
 }
 
 // The float64 path: exact integer sums through conv2d, then the float32 scaling (and rounding).
-Tensor reference_conv(const ConvGeometry& g, const Stack& a, const Tensor& scale, const Tensor& bias, bool relu,
+Tensor reference_conv(const ConvGeometry& g, const OpArgs& a, const Tensor& scale, const Tensor& bias, bool relu,
                       const Tensor& addend) {
-  const Tensor x = sub(a[0].tensor().to(DType::Float64), Scalar(a[4].to_int()));
-  const Tensor sums = conv2d(x, a[1].tensor().to(DType::Float64), std::nullopt, a[5].int_list(), a[6].int_list(),
-                             a[7].int_list(), g.groups)
+  const Tensor x = sub(a.tensor("input").to(DType::Float64), Scalar(a.to_int("input_zero_point")));
+  const Tensor sums = conv2d(x, a.tensor("weight").to(DType::Float64), std::nullopt, a.int_list("stride"),
+                             a.int_list("padding"), a.int_list("dilation"), g.groups)
                           .to(DType::Float32);
   Tensor y = mul(sums, scale.numel() == 1 ? scale.reshape({}) : scale.view({1, g.o, 1, 1}));
   if (bias.defined()) y = add(y, bias.view({1, g.o, 1, 1}));
@@ -123,48 +118,64 @@ struct IntegerConvArgs {
   std::vector<float> scales;
 };
 
-IntegerConvArgs read_args(Stack& a) {
-  for (size_t i = 1; i < a.size(); ++i)
-    if (i != kAdd && a[i].is_tensor() && a[i].tensor().defined()) a[i].tensor().impl()->make_plain();
-  IntegerConvArgs r{quantized_conv_geometry(a), contiguous(a[1].tensor()), contiguous(a[2].tensor()),
-                    optional_tensor(a[3]).defined() ? contiguous(a[3].tensor()) : Tensor(), {}};
+IntegerConvArgs read_args(OpArgs& a) {
+  for (const ArgSpec& arg : a.schema().args) {
+    if (arg.name == "input" || arg.name == "add") continue;
+    if (const Value& v = a[arg.name]; v.is_tensor() && v.tensor().defined()) v.tensor().impl()->make_plain();
+  }
+  const Tensor bias = optional_tensor(a["bias"]);
+  IntegerConvArgs r{quantized_conv_geometry(a),
+                    contiguous(a.tensor("weight")),
+                    contiguous(a.tensor("output_scale")),
+                    bias.defined() ? contiguous(bias) : Tensor(),
+                    {}};
   r.scales.assign(r.scale.data_ptr<float>(), r.scale.data_ptr<float>() + r.scale.numel());
   return r;
 }
 
-Stack quantized_conv_kernel(Stack& a) {
+Stack quantized_conv_kernel(OpArgs& a) {
   const IntegerConvArgs c = read_args(a);
-  const Tensor addend = optional_tensor(a[kAdd]);
-  const bool relu = a[9].to_bool();
+  const Tensor addend = optional_tensor(a["add"]);
+  const bool relu = a.to_bool("relu");
   if (onednn::handles_int8(c.g, c.scales))
-    return out(onednn::conv2d_int8(c.g, a[0].tensor(), a[4].to_int(), c.w, c.scales, c.bias, relu, addend, output_of(a)));
+    return out(onednn::conv2d_int8(c.g, a.tensor("input"), a.to_int("input_zero_point"), c.w, c.scales, c.bias, relu,
+                                   addend, output_of(a)));
   make_plain_args(a);
   return out(reference_conv(c.g, a, c.scale, c.bias, relu, addend));
 }
 
-// quantized_conv2d_add_(self, input, weight, output_scale, bias?, input_zero_point, stride,
-// padding, dilation, groups, relu): the arguments of quantized_conv2d with self as its `add`.
-Stack as_quantized_conv_args(const Stack& a) {
-  Stack b(a.begin() + 1, a.end());
-  b.push_back(a[0]);  // add
-  for (Value v : {Value(DType::Float32), Value(int64_t{0}), Value(int64_t{0}), Value(int64_t{0})}) b.push_back(v);
-  return b;
+const OpSchema& quantized_conv_schema() {
+  static const OpHandle op("quantized_conv2d");
+  return op.get().schema;
 }
 
-std::vector<TensorMeta> quantized_conv_add_meta(const Stack& a) {
-  (void)quantized_conv_geometry(as_quantized_conv_args(a));
-  return one(a[0].tensor().sizes(), a[0].tensor().dtype());
+// quantized_conv2d_add_'s arguments as quantized_conv2d's, with self as its `add` (and a
+// float32 output, the default).
+Stack as_quantized_conv_args(const OpArgs& a) {
+  return named_stack(quantized_conv_schema(), {{"input", a["input"]}, {"weight", a["weight"]},
+                                               {"output_scale", a["output_scale"]}, {"bias", a["bias"]},
+                                               {"input_zero_point", a["input_zero_point"]}, {"stride", a["stride"]},
+                                               {"padding", a["padding"]}, {"dilation", a["dilation"]},
+                                               {"groups", a["groups"]}, {"relu", a["relu"]}, {"add", a["self"]}});
+}
+
+std::vector<TensorMeta> quantized_conv_add_meta(const OpArgs& a) {
+  Stack conv = as_quantized_conv_args(a);
+  (void)quantized_conv_geometry(OpArgs(quantized_conv_schema(), conv));
+  return one(a.tensor("self").sizes(), a.tensor("self").dtype());
 }
 
 // self = relu(self + quantized_conv2d(...)): oneDNN's sum post-op writes self in place when it is
 // in the kernel's float32 layout (the direct kernels run it; a binary add would take slower
 // ones); otherwise the out-of-place result is copied into self.
-Stack quantized_conv_add_kernel(Stack& a) {
-  Stack b = as_quantized_conv_args(a);
-  Tensor& self = a[0].tensor();
+Stack quantized_conv_add_kernel(OpArgs& a) {
+  Stack conv = as_quantized_conv_args(a);
+  OpArgs b(quantized_conv_schema(), conv);
+  Tensor& self = a.tensor("self");
   const IntegerConvArgs c = read_args(b);
   if (onednn::handles_int8(c.g, c.scales) &&
-      onednn::conv2d_int8_accumulate(c.g, b[0].tensor(), b[4].to_int(), c.w, c.scales, c.bias, b[9].to_bool(), self)) {
+      onednn::conv2d_int8_accumulate(c.g, b.tensor("input"), b.to_int("input_zero_point"), c.w, c.scales, c.bias,
+                                     b.to_bool("relu"), self)) {
     self.impl()->storage()->bump_version();
     return out(self);
   }
@@ -194,17 +205,22 @@ Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor&
                         int64_t input_zero_point, const IntList& stride, const IntList& padding, const IntList& dilation,
                         int64_t groups, bool relu, const Tensor& add, const QuantizedOutput& output) {
   QFLOW_OP_HANDLE("quantized_conv2d");
-  return call_tensor(op, {input, weight, output_scale, bias.defined() ? Value(bias) : Value(), input_zero_point, stride,
-                          padding, dilation, groups, relu, add.defined() ? Value(add) : Value(), output.dtype,
-                          output.zero_point, output.min, output.max});
+  return call_tensor(op, {{"input", input}, {"weight", weight}, {"output_scale", output_scale},
+                          {"bias", bias.defined() ? Value(bias) : Value()}, {"input_zero_point", input_zero_point},
+                          {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups},
+                          {"relu", relu}, {"add", add.defined() ? Value(add) : Value()}, {"dtype", output.dtype},
+                          {"output_zero_point", output.zero_point}, {"output_min", output.min},
+                          {"output_max", output.max}});
 }
 
 Tensor& quantized_conv2d_add_(Tensor& self, const Tensor& input, const Tensor& weight, const Tensor& output_scale,
                               const Tensor& bias, int64_t input_zero_point, const IntList& stride,
                               const IntList& padding, const IntList& dilation, int64_t groups, bool relu) {
   QFLOW_OP_HANDLE("quantized_conv2d_add_");
-  call_tensor(op, {self, input, weight, output_scale, bias.defined() ? Value(bias) : Value(), input_zero_point, stride,
-                   padding, dilation, groups, relu});
+  call_tensor(op, {{"self", self}, {"input", input}, {"weight", weight}, {"output_scale", output_scale},
+                   {"bias", bias.defined() ? Value(bias) : Value()}, {"input_zero_point", input_zero_point},
+                   {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups},
+                   {"relu", relu}});
   return self;
 }
 

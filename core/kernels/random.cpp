@@ -143,11 +143,11 @@ template <bool Normal>
 constexpr const char* float_op_name() { return Normal ? "randn" : "rand"; }
 
 template <bool Normal>
-std::vector<TensorMeta> float_meta(const Stack& a) {
-  const IntList sizes = a[0].int_list();
+std::vector<TensorMeta> float_meta(const OpArgs& a) {
+  const IntList sizes = a.int_list("size");
   checked_numel(sizes, float_op_name<Normal>());
-  check_floating(float_op_name<Normal>(), a[1].dtype());
-  return one(sizes, a[1].dtype());
+  check_floating(float_op_name<Normal>(), a.dtype("dtype"));
+  return one(sizes, a.dtype("dtype"));
 }
 
 template <bool Normal>
@@ -159,20 +159,20 @@ Tensor float_draw(const IntList& sizes, DType dtype) {
 }
 
 template <bool Normal>
-Stack float_kernel(Stack& a) {
+Stack float_kernel(OpArgs& a) {
   const TensorMeta m = float_meta<Normal>(a)[0];
   return out(float_draw<Normal>(m.sizes, m.dtype));
 }
 
 template <bool Normal>
-std::vector<TensorMeta> float_like_meta(const Stack& a) {
-  const Tensor& self = a[0].tensor();
+std::vector<TensorMeta> float_like_meta(const OpArgs& a) {
+  const Tensor& self = a.tensor("self");
   check_floating(Normal ? "randn_like" : "rand_like", self.dtype());
   return one(self.sizes(), self.dtype());
 }
 
 template <bool Normal>
-Stack float_like_kernel(Stack& a) {
+Stack float_like_kernel(OpArgs& a) {
   const TensorMeta m = float_like_meta<Normal>(a)[0];
   return out(float_draw<Normal>(m.sizes, m.dtype));
 }
@@ -195,18 +195,18 @@ void check_randint_range(int64_t low, int64_t high, DType dtype) {
   });
 }
 
-std::vector<TensorMeta> randint_meta(const Stack& a) {
-  const IntList sizes = a[2].int_list();
+std::vector<TensorMeta> randint_meta(const OpArgs& a) {
+  const IntList sizes = a.int_list("size");
   checked_numel(sizes, "randint");
-  check_randint_range(a[0].to_int(), a[1].to_int(), a[3].dtype());
-  return one(sizes, a[3].dtype());
+  check_randint_range(a.to_int("low"), a.to_int("high"), a.dtype("dtype"));
+  return one(sizes, a.dtype("dtype"));
 }
 
 // out: any shape, contiguous; values low + Lemire(high - low).
-Stack randint_kernel(Stack& a) {
+Stack randint_kernel(OpArgs& a) {
   const TensorMeta m = randint_meta(a)[0];
-  const int64_t low = a[0].to_int();
-  const uint64_t range = static_cast<uint64_t>(a[1].to_int()) - static_cast<uint64_t>(low);  // wraps correctly
+  const int64_t low = a.to_int("low");
+  const uint64_t range = static_cast<uint64_t>(a.to_int("high")) - static_cast<uint64_t>(low);  // wraps correctly
   Tensor t = new_tensor(m.sizes, m.dtype);
   const BoundedDraw draw(BoundedDraw::fits_narrow(range), current_generator().key());
   visit_dtype(m.dtype, [&](auto tag) {
@@ -224,8 +224,8 @@ Stack randint_kernel(Stack& a) {
 
 // ---- randperm ------------------------------------------------------------------------------
 
-std::vector<TensorMeta> randperm_meta(const Stack& a) {
-  const int64_t n = a[0].to_int();
+std::vector<TensorMeta> randperm_meta(const OpArgs& a) {
+  const int64_t n = a.to_int("n");
   QFLOW_CHECK(n >= 0, "randperm: n must be non-negative, got {}", n);
   return one({n}, DType::Int64);
 }
@@ -233,7 +233,7 @@ std::vector<TensorMeta> randperm_meta(const Stack& a) {
 // out: (n,) int64. Fisher-Yates from the back: step k (k = 0 .. n-2) swaps position
 // i = n-1-k with j uniform in [0, i]. The j's depend only on the step, not on the array, so
 // they are drawn in parallel first (draw k = element k of the draw) and applied in order.
-Stack randperm_kernel(Stack& a) {
+Stack randperm_kernel(OpArgs& a) {
   const int64_t n = randperm_meta(a)[0].sizes[0];
   Tensor t = new_tensor({n}, DType::Int64);
   int64_t* p = t.data_ptr<int64_t>();
@@ -270,32 +270,32 @@ QFLOW_REGISTER_OPS(random) {
 Tensor rand(const IntList& sizes, DType dtype, Generator* gen) {
   QFLOW_OP_HANDLE("rand");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {sizes, dtype});
+  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}});
 }
 Tensor randn(const IntList& sizes, DType dtype, Generator* gen) {
   QFLOW_OP_HANDLE("randn");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {sizes, dtype});
+  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}});
 }
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, DType dtype, Generator* gen) {
   QFLOW_OP_HANDLE("randint");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {low, high, sizes, dtype});
+  return call_tensor(op, {{"low", low}, {"high", high}, {"size", sizes}, {"dtype", dtype}});
 }
 Tensor randperm(int64_t n, Generator* gen) {
   QFLOW_OP_HANDLE("randperm");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {n});
+  return call_tensor(op, {{"n", n}});
 }
 Tensor rand_like(const Tensor& t, Generator* gen) {
   QFLOW_OP_HANDLE("rand_like");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {t});
+  return call_tensor(op, {{"self", t}});
 }
 Tensor randn_like(const Tensor& t, Generator* gen) {
   QFLOW_OP_HANDLE("randn_like");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {t});
+  return call_tensor(op, {{"self", t}});
 }
 
 }  // namespace qflow

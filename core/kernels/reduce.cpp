@@ -40,32 +40,33 @@ void sum_into(const Tensor& out, const Tensor& x, const std::vector<int64_t>& di
 
 // ---- sum / mean ---------------------------------------------------------------------------------
 
-std::vector<TensorMeta> sum_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  return one(reduced_shape(x.sizes(), reduction_dims(x, a[1].int_list(), "sum"), a[2].to_bool()), sum_dtype(x.dtype()));
+std::vector<TensorMeta> sum_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  return one(reduced_shape(x.sizes(), reduction_dims(x, a.int_list("dim"), "sum"), a.to_bool("keepdim")),
+             sum_dtype(x.dtype()));
 }
 
 // x: any shape → x summed over dims (all when empty).
-Stack sum_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const auto dims = reduction_dims(x, a[1].int_list(), "sum");
-  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a[2].to_bool()), sum_dtype(x.dtype()));
+Stack sum_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto dims = reduction_dims(x, a.int_list("dim"), "sum");
+  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), sum_dtype(x.dtype()));
   sum_into(o, x, dims);
   return out(o);
 }
 
-std::vector<TensorMeta> mean_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> mean_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   check_floating(x, "mean");
-  return one(reduced_shape(x.sizes(), reduction_dims(x, a[1].int_list(), "mean"), a[2].to_bool()), x.dtype());
+  return one(reduced_shape(x.sizes(), reduction_dims(x, a.int_list("dim"), "mean"), a.to_bool("keepdim")), x.dtype());
 }
 
 // Empty reductions give NaN (0 / 0), like PyTorch.
-Stack mean_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack mean_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   check_floating(x, "mean");
-  const auto dims = reduction_dims(x, a[1].int_list(), "mean");
-  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a[2].to_bool()), x.dtype());
+  const auto dims = reduction_dims(x, a.int_list("dim"), "mean");
+  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), x.dtype());
   const int64_t n = make_reduce_plan(x, dims, false).reduce_numel;
   sum_into(o, x, dims, 1.0 / static_cast<double>(n));
   return out(o);
@@ -124,28 +125,29 @@ struct VarReducer {
 };
 
 template <bool Sqrt>
-std::vector<TensorMeta> var_meta(const Stack& a) {
+std::vector<TensorMeta> var_meta(const OpArgs& a) {
   const char* op = Sqrt ? "std" : "var";
-  const Tensor& x = a[0].tensor();
+  const Tensor& x = a.tensor("self");
   check_floating(x, op);
-  return one(reduced_shape(x.sizes(), reduction_dims(x, a[1].int_list(), op), a[3].to_bool()), x.dtype());
+  return one(reduced_shape(x.sizes(), reduction_dims(x, a.int_list("dim"), op), a.to_bool("keepdim")), x.dtype());
 }
 
 // x: any shape → var/std over dims; unbiased divides by n - 1 (Bessel), else by n.
 template <bool Sqrt>
-Stack var_kernel(Stack& a) {
+Stack var_kernel(OpArgs& a) {
   const char* op = Sqrt ? "std" : "var";
-  const Tensor& x = a[0].tensor();
+  const Tensor& x = a.tensor("self");
   check_floating(x, op);
-  const auto dims = reduction_dims(x, a[1].int_list(), op);
-  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a[3].to_bool()), x.dtype());
+  const auto dims = reduction_dims(x, a.int_list("dim"), op);
+  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), x.dtype());
   const ReducePlan plan = make_reduce_plan(x, dims, false);
   const double n = static_cast<double>(plan.reduce_numel);
   visit_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<double> means(static_cast<size_t>(plan.num_outputs));
     reduce(plan, x.data_ptr<T>(), SumReducer<T, double>{means.data(), 1.0 / n});
-    reduce(plan, x.data_ptr<T>(), VarReducer<T>{means.data(), o.data_ptr<T>(), n, a[2].to_bool() ? 1.0 : 0.0, Sqrt});
+    reduce(plan, x.data_ptr<T>(),
+           VarReducer<T>{means.data(), o.data_ptr<T>(), n, a.to_bool("unbiased") ? 1.0 : 0.0, Sqrt});
   });
   return out(o);
 }
@@ -180,15 +182,16 @@ struct LogSumExpReducer {
 // Integral inputs are reduced as float32 (PyTorch promotes them the same way).
 DType lse_dtype(DType t) { return is_floating(t) ? t : DType::Float32; }
 
-std::vector<TensorMeta> logsumexp_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  return one(reduced_shape(x.sizes(), reduction_dims(x, a[1].int_list(), "logsumexp"), a[2].to_bool()), lse_dtype(x.dtype()));
+std::vector<TensorMeta> logsumexp_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  return one(reduced_shape(x.sizes(), reduction_dims(x, a.int_list("dim"), "logsumexp"), a.to_bool("keepdim")),
+             lse_dtype(x.dtype()));
 }
 
-Stack logsumexp_kernel(Stack& a) {
-  const Tensor x = cast(a[0].tensor(), lse_dtype(a[0].tensor().dtype()));
-  const auto dims = reduction_dims(x, a[1].int_list(), "logsumexp");
-  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a[2].to_bool()), x.dtype());
+Stack logsumexp_kernel(OpArgs& a) {
+  const Tensor x = cast(a.tensor("self"), lse_dtype(a.tensor("self").dtype()));
+  const auto dims = reduction_dims(x, a.int_list("dim"), "logsumexp");
+  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), x.dtype());
   const ReducePlan plan = make_reduce_plan(x, dims, false);
   visit_floating(x.dtype(), "logsumexp", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -220,9 +223,9 @@ std::vector<int64_t> sum_to_dims(const Tensor& x, const std::vector<int64_t>& si
   return dims;
 }
 
-std::vector<TensorMeta> sum_to_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const auto sizes = a[1].int_list();
+std::vector<TensorMeta> sum_to_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto sizes = a.int_list("size");
   sum_to_dims(x, sizes);
   return one(sizes, x.dtype());
 }
@@ -253,29 +256,29 @@ bool blocked_channel_sum(const Tensor& x, const std::vector<int64_t>& sizes, Ten
 }
 
 // sum_to(self * other, size) with self and other of one shape, which `size` broadcasts to.
-std::vector<TensorMeta> mul_sum_to_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+std::vector<TensorMeta> mul_sum_to_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
   QFLOW_CHECK(x.sizes() == y.sizes() && x.dtype() == y.dtype(),
               "mul_sum_to: expected self and other of one shape and dtype, got {} {} and {} {}", x.sizes(), x.dtype(),
               y.sizes(), y.dtype());
-  const auto sizes = a[2].int_list();
+  const auto sizes = a.int_list("size");
   sum_to_dims(x, sizes);
   return one(sizes, x.dtype());
 }
 
-Stack mul_sum_to_kernel(Stack& a) {
+Stack mul_sum_to_kernel(OpArgs& a) {
   mul_sum_to_meta(a);
-  const Tensor& x = a[0].tensor();
-  const Tensor& y = a[1].tensor();
-  const auto sizes = a[2].int_list();
+  const Tensor& x = a.tensor("self");
+  const Tensor& y = a.tensor("other");
+  const auto sizes = a.int_list("size");
   if (Tensor o; blocked_channel_sum(x, sizes, o, y)) return out(o);
   return out(sum_to(mul(x, y), sizes));
 }
 
-Stack sum_to_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const auto sizes = a[1].int_list();
+Stack sum_to_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto sizes = a.int_list("size");
   if (x.sizes() == sizes) return out(x);
   if (Tensor o; blocked_channel_sum(x, sizes, o)) return out(o);
   make_plain_args(a);
@@ -306,29 +309,35 @@ QFLOW_REGISTER_OPS(reduce) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor sum(const Tensor& x, const IntList& dims, bool keepdim) { QFLOW_OP_HANDLE("sum"); return call_tensor(op, {x, dims, keepdim}); }
-Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) { QFLOW_OP_HANDLE("mean"); return call_tensor(op, {x, dims, keepdim}); }
+Tensor sum(const Tensor& x, const IntList& dims, bool keepdim) {
+  QFLOW_OP_HANDLE("sum");
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
+}
+Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
+  QFLOW_OP_HANDLE("mean");
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
+}
 Tensor var(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
   QFLOW_OP_HANDLE("var");
-  return call_tensor(op, {x, dims, unbiased, keepdim});
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"unbiased", unbiased}, {"keepdim", keepdim}});
 }
 Tensor std(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
   QFLOW_OP_HANDLE("std");
-  return call_tensor(op, {x, dims, unbiased, keepdim});
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"unbiased", unbiased}, {"keepdim", keepdim}});
 }
 Tensor mul_sum_to(const Tensor& self, const Tensor& other, const IntList& sizes) {
   QFLOW_OP_HANDLE("mul_sum_to");
-  return call_tensor(op, {self, other, sizes});
+  return call_tensor(op, {{"self", self}, {"other", other}, {"size", sizes}});
 }
 Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
   QFLOW_OP_HANDLE("logsumexp");
-  return call_tensor(op, {x, dims, keepdim});
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
 }
 // Shapes that already match skip the dispatcher: the engine calls this for every gradient.
 Tensor sum_to(const Tensor& x, const IntList& sizes) {
   if (x.sizes() == sizes) return x;
   QFLOW_OP_HANDLE("sum_to");
-  return call_tensor(op, {x, sizes});
+  return call_tensor(op, {{"self", x}, {"size", sizes}});
 }
 
 }  // namespace qflow

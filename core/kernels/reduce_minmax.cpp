@@ -54,15 +54,15 @@ void arg_extremum_into(const Tensor& values, const Tensor& indices, const Tensor
 // ---- max.all / min.all ----------------------------------------------------------------------
 
 template <bool IsMax>
-std::vector<TensorMeta> all_meta(const Stack& a) {
-  check_nonempty(a[0].tensor(), extremum_name(IsMax));
-  return one({}, a[0].tensor().dtype());
+std::vector<TensorMeta> all_meta(const OpArgs& a) {
+  check_nonempty(a.tensor("self"), extremum_name(IsMax));
+  return one({}, a.tensor("self").dtype());
 }
 
 // x: any shape → () holding the extremum.
 template <bool IsMax>
-Stack all_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack all_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   check_nonempty(x, extremum_name(IsMax));
   Tensor o = new_tensor({}, x.dtype());
   extremum_into<IsMax>(o, x, reduction_dims(x, {}, extremum_name(IsMax)));
@@ -72,26 +72,26 @@ Stack all_kernel(Stack& a) {
 // ---- max.dim / min.dim ----------------------------------------------------------------------
 
 template <bool IsMax>
-std::vector<int64_t> dim_of(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const auto dims = reduction_dims(x, {a[1].to_int()}, extremum_name(IsMax));
+std::vector<int64_t> dim_of(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto dims = reduction_dims(x, {a.to_int("dim")}, extremum_name(IsMax));
   check_nonempty_dims(x, dims, extremum_name(IsMax));
   return dims;
 }
 
 template <bool IsMax>
-std::vector<TensorMeta> dim_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  auto shape = reduced_shape(x.sizes(), dim_of<IsMax>(a), a[2].to_bool());
+std::vector<TensorMeta> dim_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  auto shape = reduced_shape(x.sizes(), dim_of<IsMax>(a), a.to_bool("keepdim"));
   return {TensorMeta{shape, x.dtype()}, TensorMeta{shape, DType::Int64}};
 }
 
 // x: (..., n, ...) → values and int64 indices of shape (..., ...) or (..., 1, ...) (keepdim).
 template <bool IsMax>
-Stack dim_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack dim_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   const auto dims = dim_of<IsMax>(a);
-  const auto shape = reduced_shape(x.sizes(), dims, a[2].to_bool());
+  const auto shape = reduced_shape(x.sizes(), dims, a.to_bool("keepdim"));
   Tensor values = new_tensor(shape, x.dtype());
   Tensor indices = new_tensor(shape, DType::Int64);
   arg_extremum_into<IsMax>(values, indices, x, dims);
@@ -102,10 +102,10 @@ Stack dim_kernel(Stack& a) {
 
 // dim=None reduces the flattened tensor (keepdim then keeps every dim as size 1).
 template <bool IsMax>
-std::vector<int64_t> arg_dims(const Stack& a) {
+std::vector<int64_t> arg_dims(const OpArgs& a) {
   const char* op = IsMax ? "argmax" : "argmin";
-  const Tensor& x = a[0].tensor();
-  const std::optional<int64_t> dim = a[1].optional_int();
+  const Tensor& x = a.tensor("self");
+  const std::optional<int64_t> dim = a.optional_int("dim");
   if (!dim) {
     check_nonempty(x, op);
     return reduction_dims(x, {}, op);
@@ -116,15 +116,15 @@ std::vector<int64_t> arg_dims(const Stack& a) {
 }
 
 template <bool IsMax>
-std::vector<TensorMeta> arg_meta(const Stack& a) {
-  return one(reduced_shape(a[0].tensor().sizes(), arg_dims<IsMax>(a), a[2].to_bool()), DType::Int64);
+std::vector<TensorMeta> arg_meta(const OpArgs& a) {
+  return one(reduced_shape(a.tensor("self").sizes(), arg_dims<IsMax>(a), a.to_bool("keepdim")), DType::Int64);
 }
 
 template <bool IsMax>
-Stack arg_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack arg_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   const auto dims = arg_dims<IsMax>(a);
-  Tensor indices = new_tensor(reduced_shape(x.sizes(), dims, a[2].to_bool()), DType::Int64);
+  Tensor indices = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), DType::Int64);
   arg_extremum_into<IsMax>(Tensor(), indices, x, dims);
   return out(indices);
 }
@@ -132,25 +132,25 @@ Stack arg_kernel(Stack& a) {
 // ---- amax / amin ----------------------------------------------------------------------------
 
 template <bool IsMax>
-std::vector<int64_t> amax_dims(const Stack& a) {
+std::vector<int64_t> amax_dims(const OpArgs& a) {
   const char* op = IsMax ? "amax" : "amin";
-  const Tensor& x = a[0].tensor();
-  const auto dims = reduction_dims(x, a[1].int_list(), op);
+  const Tensor& x = a.tensor("self");
+  const auto dims = reduction_dims(x, a.int_list("dim"), op);
   check_nonempty_dims(x, dims, op);
   return dims;
 }
 
 template <bool IsMax>
-std::vector<TensorMeta> amax_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
-  return one(reduced_shape(x.sizes(), amax_dims<IsMax>(a), a[2].to_bool()), x.dtype());
+std::vector<TensorMeta> amax_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  return one(reduced_shape(x.sizes(), amax_dims<IsMax>(a), a.to_bool("keepdim")), x.dtype());
 }
 
 template <bool IsMax>
-Stack amax_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack amax_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   const auto dims = amax_dims<IsMax>(a);
-  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a[2].to_bool()), x.dtype());
+  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), x.dtype());
   // A whole-tensor extremum of a blocked activation (an observer's range) reads its storage
   // as it is: the order of the elements does not matter (Note [Opaque layouts]).
   if (is_unpadded_opaque(x) && static_cast<int64_t>(dims.size()) == x.dim()) {
@@ -170,34 +170,34 @@ struct SelectGeometry {
 
 // grad, indices: `sizes` reduced over dim (keepdim or not) → zeros of `sizes` with grad[k]
 // written at position indices[k] along dim (PyTorch's op of the same name).
-SelectGeometry select_geometry(const Stack& a) {
+SelectGeometry select_geometry(const OpArgs& a) {
   constexpr const char* op = "value_selecting_reduction_backward";
-  const Tensor& grad = a[0].tensor();
-  const Tensor& indices = a[2].tensor();
-  const auto sizes = a[3].int_list();
+  const Tensor& grad = a.tensor("grad");
+  const Tensor& indices = a.tensor("indices");
+  const auto sizes = a.int_list("sizes");
   const int64_t ndim = static_cast<int64_t>(sizes.size());
-  SelectGeometry g{wrap_dim(a[1].to_int(), ndim, op), 1, 1, 1};
+  SelectGeometry g{wrap_dim(a.to_int("dim"), ndim, op), 1, 1, 1};
   for (int64_t d = 0; d < ndim; ++d) (d < g.dim ? g.outer : d == g.dim ? g.n : g.inner) *= sizes[d];
   QFLOW_CHECK(indices.dtype() == DType::Int64, "{}: indices must be int64, got {}", op, indices.dtype());
   QFLOW_CHECK(grad.sizes() == indices.sizes(), "{}: grad of shape {} and indices of shape {} differ", op, grad.sizes(),
               indices.sizes());
   const std::vector<int64_t> dims = ndim == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{g.dim};
-  const auto expected = reduced_shape(sizes, dims, a[4].to_bool());
+  const auto expected = reduced_shape(sizes, dims, a.to_bool("keepdim"));
   QFLOW_CHECK(grad.sizes() == expected, "{}: grad of shape {} does not match input shape {} reduced over dim {} ({})", op,
               grad.sizes(), sizes, g.dim, expected);
   return g;
 }
 
-std::vector<TensorMeta> select_backward_meta(const Stack& a) {
+std::vector<TensorMeta> select_backward_meta(const OpArgs& a) {
   select_geometry(a);
-  return one(a[3].int_list(), a[0].tensor().dtype());
+  return one(a.int_list("sizes"), a.tensor("grad").dtype());
 }
 
-Stack select_backward_kernel(Stack& a) {
+Stack select_backward_kernel(OpArgs& a) {
   const SelectGeometry g = select_geometry(a);
-  const Tensor grad = a[0].tensor().contiguous();
-  const Tensor indices = a[2].tensor().contiguous();
-  Tensor o = zeros(a[3].int_list(), grad.dtype());
+  const Tensor grad = a.tensor("grad").contiguous();
+  const Tensor indices = a.tensor("indices").contiguous();
+  Tensor o = zeros(a.int_list("sizes"), grad.dtype());
   const int64_t* idx = indices.data_ptr<int64_t>();
   for (int64_t k = 0; k < indices.numel(); ++k)  // checked up front: no throwing inside threads
     QFLOW_CHECK(idx[k] >= 0 && idx[k] < g.n, "value_selecting_reduction_backward: index {} out of range for dimension {} of size {}",
@@ -238,31 +238,43 @@ QFLOW_REGISTER_OPS(reduce_minmax) {
 // ---- typed API --------------------------------------------------------------------------------
 
 namespace {
-std::tuple<Tensor, Tensor> values_indices(const OpHandle& op, Stack args) {
-  Stack r = Dispatcher::call(op.get(), std::move(args));
+std::tuple<Tensor, Tensor> values_indices(const OpHandle& op, NamedArgs args) {
+  Stack r = call(op, args);
   return {std::move(r.at(0).tensor()), std::move(r.at(1).tensor())};
 }
 }  // namespace
 
-Tensor max(const Tensor& x) { QFLOW_OP_HANDLE("max.all"); return call_tensor(op, {x}); }
-Tensor min(const Tensor& x) { QFLOW_OP_HANDLE("min.all"); return call_tensor(op, {x}); }
+Tensor max(const Tensor& x) {
+  QFLOW_OP_HANDLE("max.all");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor min(const Tensor& x) {
+  QFLOW_OP_HANDLE("min.all");
+  return call_tensor(op, {{"self", x}});
+}
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   QFLOW_OP_HANDLE("max.dim");
-  return values_indices(op, {x, dim, keepdim});
+  return values_indices(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   QFLOW_OP_HANDLE("min.dim");
-  return values_indices(op, {x, dim, keepdim});
+  return values_indices(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   QFLOW_OP_HANDLE("argmax");
-  return call_tensor(op, {x, dim, keepdim});
+  return call_tensor(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   QFLOW_OP_HANDLE("argmin");
-  return call_tensor(op, {x, dim, keepdim});
+  return call_tensor(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
 }
-Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) { QFLOW_OP_HANDLE("amax"); return call_tensor(op, {x, dims, keepdim}); }
-Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) { QFLOW_OP_HANDLE("amin"); return call_tensor(op, {x, dims, keepdim}); }
+Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
+  QFLOW_OP_HANDLE("amax");
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
+}
+Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
+  QFLOW_OP_HANDLE("amin");
+  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
+}
 
 }  // namespace qflow

@@ -77,17 +77,22 @@ std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& siz
   return out;
 }
 
-std::vector<int64_t> target_shape(const Stack& a, const char* op) {
-  const Tensor& x = a[0].tensor();
-  return infer_size(hints(a[1].sym_int_list()), x.numel(), op, x.sizes());
+// `shape_arg`: view names it size, reshape shape (as PyTorch does).
+std::vector<int64_t> target_shape(const OpArgs& a, std::string_view shape_arg, const char* op) {
+  const Tensor& x = a.tensor("self");
+  return infer_size(hints(a[shape_arg].sym_int_list()), x.numel(), op, x.sizes());
 }
 
-std::vector<TensorMeta> view_meta(const Stack& a) { return one(target_shape(a, "view"), a[0].tensor().dtype()); }
-std::vector<TensorMeta> reshape_meta(const Stack& a) { return one(target_shape(a, "reshape"), a[0].tensor().dtype()); }
+std::vector<TensorMeta> view_meta(const OpArgs& a) {
+  return one(target_shape(a, "size", "view"), a.tensor("self").dtype());
+}
+std::vector<TensorMeta> reshape_meta(const OpArgs& a) {
+  return one(target_shape(a, "shape", "reshape"), a.tensor("self").dtype());
+}
 
-Stack view_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const auto shape = target_shape(a, "view");
+Stack view_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto shape = target_shape(a, "size", "view");
   auto strides = view_strides(x.sizes(), x.strides(), shape);
   QFLOW_CHECK(strides.has_value(),
               "view: shape {} is not compatible with the input's size {} and stride {} (at least one dimension spans "
@@ -96,13 +101,13 @@ Stack view_kernel(Stack& a) {
   return view_of(x, {shape, *strides, x.storage_offset()});
 }
 
-Stack reshape_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
-  const auto shape = target_shape(a, "reshape");
+Stack reshape_to(const Tensor& x, const std::vector<int64_t>& shape) {
   if (auto strides = view_strides(x.sizes(), x.strides(), shape)) return view_of(x, {shape, *strides, x.storage_offset()});
   Tensor c = contiguous(x);
   return out(make_view(c, shape, contiguous_strides(shape), c.storage_offset()));
 }
+
+Stack reshape_kernel(OpArgs& a) { return reshape_to(a.tensor("self"), target_shape(a, "shape", "reshape")); }
 
 Geometry permute_geometry(const Tensor& x, const std::vector<int64_t>& dims) {
   QFLOW_CHECK(static_cast<int64_t>(dims.size()) == x.dim(), "permute: got {} dims {} for a {}-d tensor", dims.size(), dims,
@@ -117,10 +122,12 @@ Geometry permute_geometry(const Tensor& x, const std::vector<int64_t>& dims) {
   }
   return g;
 }
-std::vector<TensorMeta> permute_meta(const Stack& a) {
-  return one(permute_geometry(a[0].tensor(), a[1].int_list()).sizes, a[0].tensor().dtype());
+std::vector<TensorMeta> permute_meta(const OpArgs& a) {
+  return one(permute_geometry(a.tensor("self"), a.int_list("dims")).sizes, a.tensor("self").dtype());
 }
-Stack permute_kernel(Stack& a) { return view_of(a[0].tensor(), permute_geometry(a[0].tensor(), a[1].int_list())); }
+Stack permute_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), permute_geometry(a.tensor("self"), a.int_list("dims")));
+}
 
 Geometry transpose_geometry(const Tensor& x, int64_t d0, int64_t d1) {
   Geometry g = geometry_of(x);
@@ -131,17 +138,21 @@ Geometry transpose_geometry(const Tensor& x, int64_t d0, int64_t d1) {
   std::swap(g.strides[d0], g.strides[d1]);
   return g;
 }
-std::vector<TensorMeta> transpose_meta(const Stack& a) {
-  return one(transpose_geometry(a[0].tensor(), a[1].to_int(), a[2].to_int()).sizes, a[0].tensor().dtype());
+std::vector<TensorMeta> transpose_meta(const OpArgs& a) {
+  return one(transpose_geometry(a.tensor("self"), a.to_int("dim0"), a.to_int("dim1")).sizes, a.tensor("self").dtype());
 }
-Stack transpose_kernel(Stack& a) { return view_of(a[0].tensor(), transpose_geometry(a[0].tensor(), a[1].to_int(), a[2].to_int())); }
+Stack transpose_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), transpose_geometry(a.tensor("self"), a.to_int("dim0"), a.to_int("dim1")));
+}
 
 Geometry t_geometry(const Tensor& x) {
   QFLOW_CHECK(x.dim() <= 2, "t: expects a tensor with <= 2 dimensions, got shape {}", x.sizes());
   return x.dim() < 2 ? geometry_of(x) : transpose_geometry(x, 0, 1);
 }
-std::vector<TensorMeta> t_meta(const Stack& a) { return one(t_geometry(a[0].tensor()).sizes, a[0].tensor().dtype()); }
-Stack t_kernel(Stack& a) { return view_of(a[0].tensor(), t_geometry(a[0].tensor())); }
+std::vector<TensorMeta> t_meta(const OpArgs& a) {
+  return one(t_geometry(a.tensor("self")).sizes, a.tensor("self").dtype());
+}
+Stack t_kernel(OpArgs& a) { return view_of(a.tensor("self"), t_geometry(a.tensor("self"))); }
 
 Geometry slice_geometry(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
   QFLOW_CHECK(x.dim() > 0, "slice: cannot slice a 0-d tensor");
@@ -157,12 +168,15 @@ Geometry slice_geometry(const Tensor& x, int64_t dim, std::optional<int64_t> sta
   g.strides[dim] *= step;
   return g;
 }
-std::vector<TensorMeta> slice_meta(const Stack& a) {
-  return one(slice_geometry(a[0].tensor(), a[1].to_int(), a[2].optional_int(), a[3].optional_int(), a[4].to_int()).sizes,
-             a[0].tensor().dtype());
+std::vector<TensorMeta> slice_meta(const OpArgs& a) {
+  return one(slice_geometry(a.tensor("self"), a.to_int("dim"), a.optional_int("start"), a.optional_int("end"),
+                            a.to_int("step"))
+                 .sizes,
+             a.tensor("self").dtype());
 }
-Stack slice_kernel(Stack& a) {
-  return view_of(a[0].tensor(), slice_geometry(a[0].tensor(), a[1].to_int(), a[2].optional_int(), a[3].optional_int(), a[4].to_int()));
+Stack slice_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), slice_geometry(a.tensor("self"), a.to_int("dim"), a.optional_int("start"),
+                                                  a.optional_int("end"), a.to_int("step")));
 }
 
 Geometry narrow_geometry(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
@@ -177,11 +191,13 @@ Geometry narrow_geometry(const Tensor& x, int64_t dim, int64_t start, int64_t le
   g.sizes[dim] = length;
   return g;
 }
-std::vector<TensorMeta> narrow_meta(const Stack& a) {
-  return one(narrow_geometry(a[0].tensor(), a[1].to_int(), a[2].to_int(), a[3].to_int()).sizes, a[0].tensor().dtype());
+std::vector<TensorMeta> narrow_meta(const OpArgs& a) {
+  return one(narrow_geometry(a.tensor("self"), a.to_int("dim"), a.to_int("start"), a.to_int("length")).sizes,
+             a.tensor("self").dtype());
 }
-Stack narrow_kernel(Stack& a) {
-  return view_of(a[0].tensor(), narrow_geometry(a[0].tensor(), a[1].to_int(), a[2].to_int(), a[3].to_int()));
+Stack narrow_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"),
+                 narrow_geometry(a.tensor("self"), a.to_int("dim"), a.to_int("start"), a.to_int("length")));
 }
 
 Geometry select_geometry(const Tensor& x, int64_t dim, int64_t index) {
@@ -196,10 +212,12 @@ Geometry select_geometry(const Tensor& x, int64_t dim, int64_t index) {
   g.strides.erase(g.strides.begin() + dim);
   return g;
 }
-std::vector<TensorMeta> select_meta(const Stack& a) {
-  return one(select_geometry(a[0].tensor(), a[1].to_int(), a[2].to_int()).sizes, a[0].tensor().dtype());
+std::vector<TensorMeta> select_meta(const OpArgs& a) {
+  return one(select_geometry(a.tensor("self"), a.to_int("dim"), a.to_int("index")).sizes, a.tensor("self").dtype());
 }
-Stack select_kernel(Stack& a) { return view_of(a[0].tensor(), select_geometry(a[0].tensor(), a[1].to_int(), a[2].to_int())); }
+Stack select_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), select_geometry(a.tensor("self"), a.to_int("dim"), a.to_int("index")));
+}
 
 Geometry squeeze_geometry(const Tensor& x, std::optional<int64_t> dim) {
   Geometry g{{}, {}, x.storage_offset()};
@@ -212,10 +230,16 @@ Geometry squeeze_geometry(const Tensor& x, std::optional<int64_t> dim) {
   }
   return g;
 }
-std::vector<TensorMeta> squeeze_meta(const Stack& a) { return one(squeeze_geometry(a[0].tensor(), std::nullopt).sizes, a[0].tensor().dtype()); }
-Stack squeeze_kernel(Stack& a) { return view_of(a[0].tensor(), squeeze_geometry(a[0].tensor(), std::nullopt)); }
-std::vector<TensorMeta> squeeze_dim_meta(const Stack& a) { return one(squeeze_geometry(a[0].tensor(), a[1].to_int()).sizes, a[0].tensor().dtype()); }
-Stack squeeze_dim_kernel(Stack& a) { return view_of(a[0].tensor(), squeeze_geometry(a[0].tensor(), a[1].to_int())); }
+std::vector<TensorMeta> squeeze_meta(const OpArgs& a) {
+  return one(squeeze_geometry(a.tensor("self"), std::nullopt).sizes, a.tensor("self").dtype());
+}
+Stack squeeze_kernel(OpArgs& a) { return view_of(a.tensor("self"), squeeze_geometry(a.tensor("self"), std::nullopt)); }
+std::vector<TensorMeta> squeeze_dim_meta(const OpArgs& a) {
+  return one(squeeze_geometry(a.tensor("self"), a.to_int("dim")).sizes, a.tensor("self").dtype());
+}
+Stack squeeze_dim_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), squeeze_geometry(a.tensor("self"), a.to_int("dim")));
+}
 
 Geometry unsqueeze_geometry(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
@@ -225,8 +249,12 @@ Geometry unsqueeze_geometry(const Tensor& x, int64_t dim) {
   g.strides.insert(g.strides.begin() + dim, stride);
   return g;
 }
-std::vector<TensorMeta> unsqueeze_meta(const Stack& a) { return one(unsqueeze_geometry(a[0].tensor(), a[1].to_int()).sizes, a[0].tensor().dtype()); }
-Stack unsqueeze_kernel(Stack& a) { return view_of(a[0].tensor(), unsqueeze_geometry(a[0].tensor(), a[1].to_int())); }
+std::vector<TensorMeta> unsqueeze_meta(const OpArgs& a) {
+  return one(unsqueeze_geometry(a.tensor("self"), a.to_int("dim")).sizes, a.tensor("self").dtype());
+}
+Stack unsqueeze_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), unsqueeze_geometry(a.tensor("self"), a.to_int("dim")));
+}
 
 Geometry expand_geometry(const Tensor& x, const std::vector<int64_t>& shape) {
   QFLOW_CHECK(static_cast<int64_t>(shape.size()) >= x.dim(),
@@ -250,8 +278,12 @@ Geometry expand_geometry(const Tensor& x, const std::vector<int64_t>& shape) {
   }
   return g;
 }
-std::vector<TensorMeta> expand_meta(const Stack& a) { return one(expand_geometry(a[0].tensor(), hints(a[1].sym_int_list())).sizes, a[0].tensor().dtype()); }
-Stack expand_kernel(Stack& a) { return view_of(a[0].tensor(), expand_geometry(a[0].tensor(), a[1].int_list())); }
+std::vector<TensorMeta> expand_meta(const OpArgs& a) {
+  return one(expand_geometry(a.tensor("self"), hints(a["size"].sym_int_list())).sizes, a.tensor("self").dtype());
+}
+Stack expand_kernel(OpArgs& a) {
+  return view_of(a.tensor("self"), expand_geometry(a.tensor("self"), a.int_list("size")));
+}
 
 std::vector<int64_t> flatten_shape(const Tensor& x, int64_t start, int64_t end) {
   if (x.dim() == 0) return {1};
@@ -265,13 +297,11 @@ std::vector<int64_t> flatten_shape(const Tensor& x, int64_t start, int64_t end) 
   shape.insert(shape.end(), x.sizes().begin() + end + 1, x.sizes().end());
   return shape;
 }
-std::vector<TensorMeta> flatten_meta(const Stack& a) {
-  return one(flatten_shape(a[0].tensor(), a[1].to_int(), a[2].to_int()), a[0].tensor().dtype());
+std::vector<TensorMeta> flatten_meta(const OpArgs& a) {
+  return one(flatten_shape(a.tensor("self"), a.to_int("start_dim"), a.to_int("end_dim")), a.tensor("self").dtype());
 }
-Stack flatten_kernel(Stack& a) {
-  const auto shape = flatten_shape(a[0].tensor(), a[1].to_int(), a[2].to_int());
-  Stack args{a[0], Value(SymIntList(shape.begin(), shape.end()))};
-  return reshape_kernel(args);
+Stack flatten_kernel(OpArgs& a) {
+  return reshape_to(a.tensor("self"), flatten_shape(a.tensor("self"), a.to_int("start_dim"), a.to_int("end_dim")));
 }
 
 }  // namespace
@@ -295,21 +325,57 @@ QFLOW_REGISTER_OPS(shape) {
 }
 
 // ---- typed API --------------------------------------------------------------------------------
-Tensor view(const Tensor& x, const SymIntList& s) { QFLOW_OP_HANDLE("view"); return call_tensor(op, {x, s}); }
-Tensor reshape(const Tensor& x, const SymIntList& s) { QFLOW_OP_HANDLE("reshape"); return call_tensor(op, {x, s}); }
-Tensor permute(const Tensor& x, const IntList& d) { QFLOW_OP_HANDLE("permute"); return call_tensor(op, {x, d}); }
-Tensor transpose(const Tensor& x, int64_t a, int64_t b) { QFLOW_OP_HANDLE("transpose"); return call_tensor(op, {x, a, b}); }
-Tensor t(const Tensor& x) { QFLOW_OP_HANDLE("t"); return call_tensor(op, {x}); }
+Tensor view(const Tensor& x, const SymIntList& s) {
+  QFLOW_OP_HANDLE("view");
+  return call_tensor(op, {{"self", x}, {"size", s}});
+}
+Tensor reshape(const Tensor& x, const SymIntList& s) {
+  QFLOW_OP_HANDLE("reshape");
+  return call_tensor(op, {{"self", x}, {"shape", s}});
+}
+Tensor permute(const Tensor& x, const IntList& d) {
+  QFLOW_OP_HANDLE("permute");
+  return call_tensor(op, {{"self", x}, {"dims", d}});
+}
+Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
+  QFLOW_OP_HANDLE("transpose");
+  return call_tensor(op, {{"self", x}, {"dim0", a}, {"dim1", b}});
+}
+Tensor t(const Tensor& x) {
+  QFLOW_OP_HANDLE("t");
+  return call_tensor(op, {{"self", x}});
+}
 Tensor slice(const Tensor& x, int64_t d, std::optional<int64_t> s, std::optional<int64_t> e, int64_t st) {
   QFLOW_OP_HANDLE("slice");
-  return call_tensor(op, {x, d, Value(s), Value(e), st});
+  return call_tensor(op, {{"self", x}, {"dim", d}, {"start", Value(s)}, {"end", Value(e)}, {"step", st}});
 }
-Tensor narrow(const Tensor& x, int64_t d, int64_t s, int64_t l) { QFLOW_OP_HANDLE("narrow"); return call_tensor(op, {x, d, s, l}); }
-Tensor select(const Tensor& x, int64_t d, int64_t i) { QFLOW_OP_HANDLE("select"); return call_tensor(op, {x, d, i}); }
-Tensor squeeze(const Tensor& x) { QFLOW_OP_HANDLE("squeeze"); return call_tensor(op, {x}); }
-Tensor squeeze(const Tensor& x, int64_t d) { QFLOW_OP_HANDLE("squeeze.dim"); return call_tensor(op, {x, d}); }
-Tensor unsqueeze(const Tensor& x, int64_t d) { QFLOW_OP_HANDLE("unsqueeze"); return call_tensor(op, {x, d}); }
-Tensor expand(const Tensor& x, const SymIntList& s) { QFLOW_OP_HANDLE("expand"); return call_tensor(op, {x, s}); }
-Tensor flatten(const Tensor& x, int64_t s, int64_t e) { QFLOW_OP_HANDLE("flatten"); return call_tensor(op, {x, s, e}); }
+Tensor narrow(const Tensor& x, int64_t d, int64_t s, int64_t l) {
+  QFLOW_OP_HANDLE("narrow");
+  return call_tensor(op, {{"self", x}, {"dim", d}, {"start", s}, {"length", l}});
+}
+Tensor select(const Tensor& x, int64_t d, int64_t i) {
+  QFLOW_OP_HANDLE("select");
+  return call_tensor(op, {{"self", x}, {"dim", d}, {"index", i}});
+}
+Tensor squeeze(const Tensor& x) {
+  QFLOW_OP_HANDLE("squeeze");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor squeeze(const Tensor& x, int64_t d) {
+  QFLOW_OP_HANDLE("squeeze.dim");
+  return call_tensor(op, {{"self", x}, {"dim", d}});
+}
+Tensor unsqueeze(const Tensor& x, int64_t d) {
+  QFLOW_OP_HANDLE("unsqueeze");
+  return call_tensor(op, {{"self", x}, {"dim", d}});
+}
+Tensor expand(const Tensor& x, const SymIntList& s) {
+  QFLOW_OP_HANDLE("expand");
+  return call_tensor(op, {{"self", x}, {"size", s}});
+}
+Tensor flatten(const Tensor& x, int64_t s, int64_t e) {
+  QFLOW_OP_HANDLE("flatten");
+  return call_tensor(op, {{"self", x}, {"start_dim", s}, {"end_dim", e}});
+}
 
 }  // namespace qflow

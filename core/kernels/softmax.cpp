@@ -127,23 +127,24 @@ void softmax_forward(const T* x, T* y, const Geometry& g) {
   for_each_slice(g, row, block);
 }
 
-std::vector<TensorMeta> softmax_meta_named(const Stack& a, std::string_view op) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> softmax_meta_of(const Tensor& x, int64_t dim, std::string_view op) {
   QFLOW_CHECK(is_floating(x.dtype()), "{}: expected a floating point tensor, got {}", op, x.dtype());
-  wrap_dim(a[1].to_int(), x.dim(), op);
+  wrap_dim(dim, x.dim(), op);
   return one(x.sizes(), x.dtype());
 }
 
 template <bool Log>
-std::vector<TensorMeta> softmax_meta(const Stack& a) { return softmax_meta_named(a, Log ? "log_softmax" : "softmax"); }
+std::vector<TensorMeta> softmax_meta(const OpArgs& a) {
+  return softmax_meta_of(a.tensor("self"), a.to_int("dim"), Log ? "log_softmax" : "softmax");
+}
 
 // x: any shape → same shape, normalized along `dim`.
 template <bool Log>
-Stack softmax_kernel(Stack& a) {
+Stack softmax_kernel(OpArgs& a) {
   constexpr const char* op = Log ? "log_softmax" : "softmax";
   softmax_meta<Log>(a);
-  const Tensor x = contiguous(a[0].tensor());
-  const Geometry g = geometry(x, a[1].to_int(), op);
+  const Tensor x = contiguous(a.tensor("self"));
+  const Geometry g = geometry(x, a.to_int("dim"), op);
   Tensor y = new_tensor(x.sizes(), x.dtype());
   if (x.numel() == 0) return out(y);
   visit_floating(x.dtype(), op, [&](auto tag) {
@@ -182,24 +183,24 @@ void softmax_backward_impl(const T* dy, const T* y, T* dx, const Geometry& g) {
 }
 
 template <bool Log>
-std::vector<TensorMeta> softmax_backward_meta(const Stack& a) {
+std::vector<TensorMeta> softmax_backward_meta(const OpArgs& a) {
   constexpr const char* op = Log ? "log_softmax_backward" : "softmax_backward";
-  const Tensor& g = a[0].tensor();
-  const Tensor& y = a[1].tensor();
+  const Tensor& g = a.tensor("grad_output");
+  const Tensor& y = a.tensor("output");
   QFLOW_CHECK(g.sizes() == y.sizes(), "{}: grad_output has shape {}, expected the output's shape {}", op, g.sizes(),
               y.sizes());
   QFLOW_CHECK(g.dtype() == y.dtype(), "{}: grad_output has dtype {}, expected the output's dtype {}", op, g.dtype(),
               y.dtype());
-  return softmax_meta_named(Stack{a[1], a[2]}, op);
+  return softmax_meta_of(y, a.to_int("dim"), op);
 }
 
 template <bool Log>
-Stack softmax_backward_kernel(Stack& a) {
+Stack softmax_backward_kernel(OpArgs& a) {
   constexpr const char* op = Log ? "log_softmax_backward" : "softmax_backward";
   softmax_backward_meta<Log>(a);
-  const Tensor dy = contiguous(a[0].tensor());
-  const Tensor y = contiguous(a[1].tensor());
-  const Geometry g = geometry(y, a[2].to_int(), op);
+  const Tensor dy = contiguous(a.tensor("grad_output"));
+  const Tensor y = contiguous(a.tensor("output"));
+  const Geometry g = geometry(y, a.to_int("dim"), op);
   Tensor dx = new_tensor(y.sizes(), y.dtype());
   if (y.numel() == 0) return out(dx);
   visit_floating(y.dtype(), op, [&](auto tag) {
@@ -224,15 +225,21 @@ QFLOW_REGISTER_OPS(softmax) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor softmax(const Tensor& x, int64_t dim) { QFLOW_OP_HANDLE("softmax"); return call_tensor(op, {x, dim}); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { QFLOW_OP_HANDLE("log_softmax"); return call_tensor(op, {x, dim}); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  QFLOW_OP_HANDLE("softmax");
+  return call_tensor(op, {{"self", x}, {"dim", dim}});
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  QFLOW_OP_HANDLE("log_softmax");
+  return call_tensor(op, {{"self", x}, {"dim", dim}});
+}
 Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
   QFLOW_OP_HANDLE("softmax_backward");
-  return call_tensor(op, {grad_output, output, dim});
+  return call_tensor(op, {{"grad_output", grad_output}, {"output", output}, {"dim", dim}});
 }
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
   QFLOW_OP_HANDLE("log_softmax_backward");
-  return call_tensor(op, {grad_output, output, dim});
+  return call_tensor(op, {{"grad_output", grad_output}, {"output", output}, {"dim", dim}});
 }
 
 }  // namespace qflow

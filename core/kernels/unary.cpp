@@ -39,8 +39,8 @@ constexpr const char* exact_name(Exact k) {
 }
 
 // Only sign has a meaning for bool (identity); PyTorch refuses the others.
-std::vector<TensorMeta> exact_meta_checked(Exact k, const Stack& a) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> exact_meta_checked(Exact k, const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   QFLOW_CHECK(k == Exact::Sign || x.dtype() != DType::Bool,
               "{}: not supported for bool tensors{}", exact_name(k),
               k == Exact::Neg ? " (to invert a mask use logical negation, e.g. eq(mask, false))" : "");
@@ -48,7 +48,9 @@ std::vector<TensorMeta> exact_meta_checked(Exact k, const Stack& a) {
 }
 
 template <Exact K>
-std::vector<TensorMeta> exact_meta(const Stack& a) { return exact_meta_checked(K, a); }
+std::vector<TensorMeta> exact_meta(const OpArgs& a) {
+  return exact_meta_checked(K, a);
+}
 
 template <Exact K, typename T>
 T exact_fn(T x) {
@@ -73,8 +75,8 @@ T exact_fn(T x) {
 
 // y = f(x); x: any shape and layout, y: contiguous of x's shape and dtype.
 template <Exact K>
-Stack exact_kernel(Stack& a) {
-  const Tensor& x = a[0].tensor();
+Stack exact_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   const TensorMeta m = exact_meta<K>(a)[0];
   if constexpr (K == Exact::Neg) {  // -0 is zero: a blocked layout's padding stays zero
     if (x.impl()->opaque_layout() && x.dtype() == DType::Float32) {
@@ -98,8 +100,8 @@ enum class Math { Exp, Log, Sqrt, Rsqrt, Sigmoid, Tanh };
 
 DType floating_result(DType t) { return is_floating(t) ? t : DType::Float32; }
 
-std::vector<TensorMeta> math_meta(const Stack& a) {
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> math_meta(const OpArgs& a) {
+  const Tensor& x = a.tensor("self");
   return one(x.sizes(), floating_result(x.dtype()));
 }
 
@@ -149,9 +151,9 @@ void math_block(T* y, const T* x, int64_t n) {
 
 // y = f(x); x: any shape, layout and dtype, y: contiguous, float32 for integer x.
 template <Math K>
-Stack math_kernel(Stack& a) {
+Stack math_kernel(OpArgs& a) {
   const TensorMeta m = math_meta(a)[0];
-  const Tensor x = cast(a[0].tensor(), m.dtype).contiguous();
+  const Tensor x = cast(a.tensor("self"), m.dtype).contiguous();
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_floating(m.dtype, "unary", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -183,16 +185,49 @@ QFLOW_REGISTER_OPS(unary) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor neg(const Tensor& x) { QFLOW_OP_HANDLE("neg"); return call_tensor(op, {x}); }
-Tensor abs(const Tensor& x) { QFLOW_OP_HANDLE("abs"); return call_tensor(op, {x}); }
-Tensor sign(const Tensor& x) { QFLOW_OP_HANDLE("sign"); return call_tensor(op, {x}); }
-Tensor round(const Tensor& x) { QFLOW_OP_HANDLE("round"); return call_tensor(op, {x}); }
-Tensor floor(const Tensor& x) { QFLOW_OP_HANDLE("floor"); return call_tensor(op, {x}); }
-Tensor exp(const Tensor& x) { QFLOW_OP_HANDLE("exp"); return call_tensor(op, {x}); }
-Tensor log(const Tensor& x) { QFLOW_OP_HANDLE("log"); return call_tensor(op, {x}); }
-Tensor sqrt(const Tensor& x) { QFLOW_OP_HANDLE("sqrt"); return call_tensor(op, {x}); }
-Tensor rsqrt(const Tensor& x) { QFLOW_OP_HANDLE("rsqrt"); return call_tensor(op, {x}); }
-Tensor sigmoid(const Tensor& x) { QFLOW_OP_HANDLE("sigmoid"); return call_tensor(op, {x}); }
-Tensor tanh(const Tensor& x) { QFLOW_OP_HANDLE("tanh"); return call_tensor(op, {x}); }
+Tensor neg(const Tensor& x) {
+  QFLOW_OP_HANDLE("neg");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor abs(const Tensor& x) {
+  QFLOW_OP_HANDLE("abs");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor sign(const Tensor& x) {
+  QFLOW_OP_HANDLE("sign");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor round(const Tensor& x) {
+  QFLOW_OP_HANDLE("round");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor floor(const Tensor& x) {
+  QFLOW_OP_HANDLE("floor");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor exp(const Tensor& x) {
+  QFLOW_OP_HANDLE("exp");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor log(const Tensor& x) {
+  QFLOW_OP_HANDLE("log");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor sqrt(const Tensor& x) {
+  QFLOW_OP_HANDLE("sqrt");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor rsqrt(const Tensor& x) {
+  QFLOW_OP_HANDLE("rsqrt");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor sigmoid(const Tensor& x) {
+  QFLOW_OP_HANDLE("sigmoid");
+  return call_tensor(op, {{"self", x}});
+}
+Tensor tanh(const Tensor& x) {
+  QFLOW_OP_HANDLE("tanh");
+  return call_tensor(op, {{"self", x}});
+}
 
 }  // namespace qflow

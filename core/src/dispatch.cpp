@@ -72,7 +72,7 @@ Stack Dispatcher::redispatch(const OpDef& op, Stack& args, DispatchKeySet remain
     BelowAllLayers() { tls_excluded = DispatchKeySet(~0u); }
     ~BelowAllLayers() { tls_excluded = saved; }
   } below;
-  return op.kernel(args);
+  return op.run(args);
 }
 
 DispatchKeySet Dispatcher::excluded() { return tls_excluded; }
@@ -87,10 +87,28 @@ Stack call_op(std::string_view full_name, Stack args) {
   return Dispatcher::call(op, std::move(args));
 }
 
-Tensor call_tensor(const OpHandle& handle, Stack args) {
-  Stack out = Dispatcher::call(handle.get(), std::move(args));
-  QFLOW_ASSERT(out.size() == 1 && out[0].is_tensor(), "op {} did not return one tensor", handle.get().name);
+namespace {
+
+Tensor single_tensor(const OpDef& op, Stack out) {
+  QFLOW_ASSERT(out.size() == 1 && out[0].is_tensor(), "op {} did not return one tensor", op.name);
   return std::move(out[0].tensor());
 }
+
+}  // namespace
+
+Tensor call_tensor(const OpHandle& handle, Stack args) {
+  const OpDef& op = handle.get();
+  return single_tensor(op, Dispatcher::call(op, std::move(args)));
+}
+
+Stack call(const OpHandle& handle, NamedArgs args) {
+  const OpDef& op = handle.checked(args);
+  Stack stack;
+  stack.reserve(args.size());
+  for (const NamedArg& a : args) stack.push_back(a.value);
+  return Dispatcher::call(op, std::move(stack));
+}
+
+Tensor call_tensor(const OpHandle& handle, NamedArgs args) { return single_tensor(handle.get(), call(handle, args)); }
 
 }  // namespace qflow

@@ -49,4 +49,21 @@ std::vector<const OpDef*> OpRegistry::all() const {
   return out;
 }
 
+const OpDef& OpHandle::check_names(NamedArgs args) const {
+  const OpDef& def = get();
+  const auto& params = def.schema.args;
+  bool same = args.size() == params.size();
+  for (size_t i = 0; same && i < params.size(); ++i) same = (args.begin() + i)->name == params[i].name;
+  if (!same) {
+    std::string given;
+    for (const NamedArg& a : args) given += (given.empty() ? "" : ", ") + std::string(a.name);
+    std::string declared;
+    for (const ArgSpec& p : params) declared += (declared.empty() ? "" : ", ") + p.name;
+    QFLOW_FAIL("typed wrapper of op '{}' passes arguments ({}) but its schema '{}' declares ({}) in this order", def.name,
+               given, def.schema.to_string(), declared);
+  }
+  checked_.store(&def, std::memory_order_release);
+  return def;
+}
+
 }  // namespace qflow

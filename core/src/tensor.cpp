@@ -43,7 +43,7 @@ void* Tensor::raw_data() const {
 
 Scalar Tensor::item() const {
   static const OpHandle op("item");
-  Stack out = Dispatcher::call(op.get(), {*this});
+  Stack out = call(op, {{"self", *this}});
   return out.at(0).scalar();
 }
 
@@ -72,7 +72,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 void Tensor::retain_grad() const { autograd_hooks().retain_grad(*this); }
 Tensor Tensor::detach() const {
   static const OpHandle op("detach");
-  return call_tensor(op, {*this});
+  return call_tensor(op, {{"self", *this}});
 }
 Tensor& Tensor::detach_() {
   checked_impl()->set_autograd_meta(nullptr);

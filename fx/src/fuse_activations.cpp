@@ -17,10 +17,9 @@ NodePattern relu_node() { return any_of({module_type<nn::ReLU>(), function({"rel
 NodePattern plain_tensor_add() {
   return where("add of two tensors", [](const Node& n, const GraphModule&) {
     if ((n.op() != NodeOp::CallFunction && n.op() != NodeOp::CallMethod) || n.target() != "add") return false;
-    if (n.args().size() != 2 || n.args()[0].node() == nullptr || !n.args()[1].is_node()) return false;
-    return std::all_of(n.kwargs().begin(), n.kwargs().end(), [](const auto& kw) {
-      return kw.first == "alpha" && !kw.second.is_node() && kw.second.to_double() == 1.0;
-    });
+    const Argument *self = n.arg("self"), *other = n.arg("other"), *alpha = n.arg("alpha");
+    if (self == nullptr || self->node() == nullptr || other == nullptr || !other->is_node()) return false;
+    return alpha == nullptr || (!alpha->is_node() && alpha->to_double() == 1.0);
   });
 }
 

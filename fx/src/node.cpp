@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "qflow/core/error.h"
+#include "qflow/core/op_registry.h"
 #include "qflow/fx/graph.h"
 
 namespace qflow::fx {
@@ -64,6 +65,23 @@ void Node::refresh_inputs() {
     if (std::find(fresh.begin(), fresh.end(), old) == fresh.end()) old->remove_user(this);
   for (Node* n : fresh) n->add_user(this);
   inputs_ = std::move(fresh);
+}
+
+const Argument* Node::arg(std::string_view name) const {
+  QFLOW_CHECK(op_ == NodeOp::CallFunction || op_ == NodeOp::CallMethod,
+              "Node::arg: %{} is a {} node; only calls of registered ops name their arguments", name_, op_name(op_));
+  const OpSchema& schema = OpRegistry::instance().get(target_).schema;
+  const auto index = schema.arg_index(name);
+  if (!index) {
+    std::vector<std::string_view> names;
+    for (const ArgSpec& spec : schema.args) names.push_back(spec.name);
+    QFLOW_FAIL("Node::arg: %{} calls {}, which has no argument named '{}'; its schema declares ({})", name_, target_,
+               name, fmt::join(names, ", "));
+  }
+  if (*index < args_.size()) return &args_[*index];
+  for (const auto& [key, value] : kwargs_)
+    if (key == name) return &value;
+  return nullptr;
 }
 
 void Node::set_args(Arguments args) {

@@ -11,14 +11,14 @@ namespace qflow::fx {
 
 namespace {
 
-std::vector<TensorMeta> no_tensor_output(const Stack&) { return {}; }
+std::vector<TensorMeta> no_tensor_output(const OpArgs&) { return {}; }
 
 // self: any tensor; dim: wrapped like Tensor::size.
-Stack sym_size_kernel(Stack& a) { return Stack{Value(a[0].tensor().size(a[1].to_int()))}; }
+Stack sym_size_kernel(OpArgs& a) { return Stack{Value(a.tensor("self").size(a.to_int("dim")))}; }
 
 template <char Op>
-Stack sym_binary_kernel(Stack& a) {
-  return Stack{Value(sym_binary(Op, a[0].sym_int(), a[1].sym_int()))};
+Stack sym_binary_kernel(OpArgs& a) {
+  return Stack{Value(sym_binary(Op, a["a"].sym_int(), a["b"].sym_int()))};
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ Stack Tracer::record_op(const OpDef& op, Stack& args) {
   Stack shadow;
   shadow.reserve(args.size());
   for (const Value& v : args) shadow.push_back(shadow_value(v));
-  const std::vector<TensorMeta> metas = op.shape(shadow);
+  const std::vector<TensorMeta> metas = op.infer_shapes(shadow);
   Node* node = graph_.call_function(op.name, std::move(node_args), std::move(kwargs));
   node->meta().outputs = metas;
   if (grad_mode_dropped()) node->meta().set("no_grad", 1.0);

@@ -27,14 +27,13 @@ struct ChannelLayout {
 };
 
 // Checks everything that needs no data (so the shape rule can run on fx proxies).
-// Arguments: self, scale, zero_point, quant_min, quant_max, axis[, clipped_ste]; `first` is
-// the index of self (1 for the backward op, whose argument 0 is grad_output).
-ChannelLayout check_args(const Stack& a, size_t first, const char* op) {
-  const Tensor& self = a[first].tensor();
-  const Tensor& scale = a[first + 1].tensor();
-  const Tensor& zero_point = a[first + 2].tensor();
-  const int64_t qmin = a[first + 3].to_int(), qmax = a[first + 4].to_int();
-  int64_t axis = a[first + 5].to_int();
+// The three ops (and the backward) name these arguments alike.
+ChannelLayout check_args(const OpArgs& a, const char* op) {
+  const Tensor& self = a.tensor("self");
+  const Tensor& scale = a.tensor("scale");
+  const Tensor& zero_point = a.tensor("zero_point");
+  const int64_t qmin = a.to_int("quant_min"), qmax = a.to_int("quant_max");
+  int64_t axis = a.to_int("axis");
   QFLOW_CHECK(self.dtype() == DType::Float32 || self.dtype() == DType::Float64,
               "{}: expected a float32 or float64 input, got {}", op, self.dtype());
   QFLOW_CHECK(scale.is_floating_point(), "{}: scale must be a floating point tensor, got {}", op, scale.dtype());
@@ -62,16 +61,16 @@ ChannelLayout check_args(const Stack& a, size_t first, const char* op) {
   return layout;
 }
 
-std::vector<TensorMeta> fake_quantize_meta(const Stack& a) {
-  check_args(a, 0, "fake_quantize");
-  const Tensor& x = a[0].tensor();
+std::vector<TensorMeta> fake_quantize_meta(const OpArgs& a) {
+  check_args(a, "fake_quantize");
+  const Tensor& x = a.tensor("self");
   return {TensorMeta{x.sizes(), x.dtype()}};
 }
 
-std::vector<TensorMeta> fake_quantize_backward_meta(const Stack& a) {
-  check_args(a, 1, "fake_quantize_backward");
-  const Tensor& g = a[0].tensor();
-  const Tensor& x = a[1].tensor();
+std::vector<TensorMeta> fake_quantize_backward_meta(const OpArgs& a) {
+  check_args(a, "fake_quantize_backward");
+  const Tensor& g = a.tensor("grad_output");
+  const Tensor& x = a.tensor("self");
   QFLOW_CHECK(g.sizes() == x.sizes(), "fake_quantize_backward: grad_output of shape {} does not match self of shape {}",
               g.sizes(), x.sizes());
   return {TensorMeta{x.sizes(), x.dtype()}};
@@ -158,16 +157,16 @@ void for_each_channel_run(int64_t n, const ChannelLayout& layout, const Fn& fn) 
   });
 }
 
-void make_plain_args_of(const Stack& a) {
-  for (const Value& v : a)
+void make_plain_args_of(const OpArgs& a) {
+  for (const Value& v : a.stack())
     if (v.is_tensor() && v.tensor().defined()) v.tensor().impl()->make_plain();
 }
 
 // A per-tensor fake quantization of a blocked activation maps its storage element by element
 // and keeps the layout (Note [Opaque layouts] in core); per-channel ones (weights) and padded
 // layouts (whose zero padding a zero point outside the grid would not keep) are made plain.
-bool keeps_opaque_layout(const Stack& a, size_t self, const ChannelLayout& layout) {
-  const Tensor& x = a[self].tensor();
+bool keeps_opaque_layout(const OpArgs& a, const ChannelLayout& layout) {
+  const Tensor& x = a.tensor("self");
   if (layout.channels == 1 && x.dtype() == DType::Float32 && is_unpadded_opaque(x)) return true;
   make_plain_args_of(a);
   return false;
@@ -180,16 +179,16 @@ T* elements(const Tensor& t) { return static_cast<T*>(opaque_storage_ptr(t)); }
 
 // self: any shape (read contiguous); scale/zero_point: (1) or (C); out: self's shape, contiguous
 // (or self's opaque layout).
-Stack fake_quantize_kernel(Stack& a) {
-  const ChannelLayout layout = check_args(a, 0, "fake_quantize");
-  const bool opaque = keeps_opaque_layout(a, 0, layout);
-  const Tensor x = storage_order(a[0].tensor(), opaque);
+Stack fake_quantize_kernel(OpArgs& a) {
+  const ChannelLayout layout = check_args(a, "fake_quantize");
+  const bool opaque = keeps_opaque_layout(a, layout);
+  const Tensor x = storage_order(a.tensor("self"), opaque);
   Tensor y = opaque ? empty_opaque_like(x) : empty(x.sizes(), x.dtype());
   visit_floating(x.dtype(), "fake_quantize", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> s, z;
-    read_qparams(a[1].tensor(), a[2].tensor(), "fake_quantize", s, z);
-    const T lo = static_cast<T>(a[3].to_int()), hi = static_cast<T>(a[4].to_int());
+    read_qparams(a.tensor("scale"), a.tensor("zero_point"), "fake_quantize", s, z);
+    const T lo = static_cast<T>(a.to_int("quant_min")), hi = static_cast<T>(a.to_int("quant_max"));
     const T* px = elements<T>(x);
     T* py = elements<T>(y);
     for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
@@ -199,46 +198,45 @@ Stack fake_quantize_kernel(Stack& a) {
   return {Value(std::move(y))};
 }
 
-// Arguments: self, scale, zero_point, quant_min, quant_max, axis, dtype.
-std::vector<TensorMeta> quantize_meta(const Stack& a) {
-  check_args(a, 0, "quantize");
-  const DType dtype = a[6].dtype();
-  const int64_t lo = a[3].to_int(), hi = a[4].to_int();
+std::vector<TensorMeta> quantize_meta(const OpArgs& a) {
+  check_args(a, "quantize");
+  const DType dtype = a.dtype("dtype");
+  const int64_t lo = a.to_int("quant_min"), hi = a.to_int("quant_max");
   const auto [min, max] = dtype == DType::UInt8  ? std::pair<int64_t, int64_t>{0, 255}
                           : dtype == DType::Int8 ? std::pair<int64_t, int64_t>{-128, 127}
                                                  : std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
   QFLOW_CHECK(dtype == DType::UInt8 || dtype == DType::Int8 || dtype == DType::Int32,
               "quantize: dtype must be uint8, int8 or int32, got {}", dtype);
   QFLOW_CHECK(lo >= min && hi <= max, "quantize: the grid [{}, {}] does not fit {}", lo, hi, dtype);
-  return {TensorMeta{a[0].tensor().sizes(), dtype}};
+  return {TensorMeta{a.tensor("self").sizes(), dtype}};
 }
 
 // The integers of a per-tensor quantization of an unpadded blocked activation keep its
 // arrangement of elements (Note [Integer activations]): an integer convolution reading them in
 // that layout needs no reorder. Undefined when they cannot (the tensor is then made plain).
-Tensor opaque_integers(const Stack& a, const ChannelLayout& layout, DType dtype) {
-  const Tensor& x = a[0].tensor();
+Tensor opaque_integers(const OpArgs& a, const ChannelLayout& layout, DType dtype) {
+  const Tensor& x = a.tensor("self");
   if (layout.channels != 1 || x.dtype() != DType::Float32 || !is_unpadded_opaque(x)) return Tensor();
   return empty_opaque_like(x, dtype);
 }
 
 // self: any shape (read contiguous, or in its opaque layout) → the integers, contiguous (or in
 // the same opaque arrangement).
-Stack quantize_kernel(Stack& a) {
+Stack quantize_kernel(OpArgs& a) {
   const TensorMeta m = quantize_meta(a)[0];
-  const ChannelLayout layout = check_args(a, 0, "quantize");
+  const ChannelLayout layout = check_args(a, "quantize");
   Tensor q = opaque_integers(a, layout, m.dtype);
   const bool opaque = q.defined();
   if (!opaque) make_plain_args_of(a);
-  const Tensor x = storage_order(a[0].tensor(), opaque);
+  const Tensor x = storage_order(a.tensor("self"), opaque);
   if (!opaque) q = empty(m.sizes, m.dtype);
   visit_floating(x.dtype(), "quantize", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> s, z;
-    read_qparams(a[1].tensor(), a[2].tensor(), "quantize", s, z);
+    read_qparams(a.tensor("scale"), a.tensor("zero_point"), "quantize", s, z);
     for (size_t c = 0; c < s.size(); ++c)
       QFLOW_CHECK(s[c] > T(0), "quantize: scale 0 (channel {}) has no integer grid (a zero range: keep such a layer in float)", c);
-    const T lo = static_cast<T>(a[3].to_int()), hi = static_cast<T>(a[4].to_int());
+    const T lo = static_cast<T>(a.to_int("quant_min")), hi = static_cast<T>(a.to_int("quant_max"));
     const T* px = elements<T>(x);
     auto run = [&](auto* pq) {
       for_each_channel_run(x.numel(), layout, [&](int64_t b, int64_t e, size_t c) {
@@ -253,18 +251,19 @@ Stack quantize_kernel(Stack& a) {
 }
 
 // grad_output, self: same shape; result: grad_output masked by the clipped estimator.
-Stack fake_quantize_backward_kernel(Stack& a) {
-  const ChannelLayout layout = check_args(a, 1, "fake_quantize_backward");
-  const bool opaque = keeps_opaque_layout(a, 1, layout) && a[0].tensor().dtype() == DType::Float32;
+Stack fake_quantize_backward_kernel(OpArgs& a) {
+  const ChannelLayout layout = check_args(a, "fake_quantize_backward");
+  const bool opaque = keeps_opaque_layout(a, layout) && a.tensor("grad_output").dtype() == DType::Float32;
   if (!opaque) make_plain_args_of(a);
-  const Tensor x = storage_order(a[1].tensor(), opaque);
-  const Tensor g = opaque ? to_opaque_layout_of(a[0].tensor(), x) : a[0].tensor().to(x.dtype()).contiguous();
+  const Tensor x = storage_order(a.tensor("self"), opaque);
+  const Tensor g =
+      opaque ? to_opaque_layout_of(a.tensor("grad_output"), x) : a.tensor("grad_output").to(x.dtype()).contiguous();
   Tensor y = opaque ? empty_opaque_like(x) : empty(x.sizes(), x.dtype());
   visit_floating(x.dtype(), "fake_quantize_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> s, z;
-    read_qparams(a[2].tensor(), a[3].tensor(), "fake_quantize_backward", s, z);
-    const T lo = static_cast<T>(a[4].to_int()), hi = static_cast<T>(a[5].to_int());
+    read_qparams(a.tensor("scale"), a.tensor("zero_point"), "fake_quantize_backward", s, z);
+    const T lo = static_cast<T>(a.to_int("quant_min")), hi = static_cast<T>(a.to_int("quant_max"));
     const T* pg = elements<T>(g);
     const T* px = elements<T>(x);
     T* py = elements<T>(y);
@@ -302,19 +301,22 @@ namespace qflow::quant {
 Tensor fake_quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min,
                      int64_t quant_max, int64_t axis, bool clipped_ste) {
   static const OpHandle op("fake_quantize");
-  return call_tensor(op, {self, scale, zero_point, quant_min, quant_max, axis, clipped_ste});
+  return call_tensor(op, {{"self", self}, {"scale", scale}, {"zero_point", zero_point}, {"quant_min", quant_min},
+                          {"quant_max", quant_max}, {"axis", axis}, {"clipped_ste", clipped_ste}});
 }
 
 Tensor quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min, int64_t quant_max,
                 int64_t axis, DType dtype) {
   static const OpHandle op("quantize");
-  return call_tensor(op, {self, scale, zero_point, quant_min, quant_max, axis, dtype});
+  return call_tensor(op, {{"self", self}, {"scale", scale}, {"zero_point", zero_point}, {"quant_min", quant_min},
+                          {"quant_max", quant_max}, {"axis", axis}, {"dtype", dtype}});
 }
 
 Tensor fake_quantize_backward(const Tensor& grad_output, const Tensor& self, const Tensor& scale,
                               const Tensor& zero_point, int64_t quant_min, int64_t quant_max, int64_t axis) {
   static const OpHandle op("fake_quantize_backward");
-  return call_tensor(op, {grad_output, self, scale, zero_point, quant_min, quant_max, axis});
+  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"scale", scale}, {"zero_point", zero_point},
+                          {"quant_min", quant_min}, {"quant_max", quant_max}, {"axis", axis}});
 }
 
 }  // namespace qflow::quant

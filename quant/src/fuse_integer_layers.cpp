@@ -29,10 +29,10 @@ std::shared_ptr<DConv2d> sole_integer_conv(const fx::GraphModule& gm, const fx::
 // x + y or add_relu(x, y) of two tensors, alpha 1: a residual connection.
 bool is_residual_add(const fx::Node& n) {
   if (n.op() != fx::NodeOp::CallFunction || (n.target() != "add" && n.target() != "add_relu")) return false;
-  if (n.args().size() != 2 || n.args()[0].node() == nullptr || n.args()[1].node() == nullptr) return false;
-  return std::all_of(n.kwargs().begin(), n.kwargs().end(), [](const auto& kw) {
-    return kw.first == "alpha" && !kw.second.is_node() && kw.second.to_double() == 1.0;
-  });
+  const fx::Argument *self = n.arg("self"), *other = n.arg("other");
+  if (self == nullptr || self->node() == nullptr || other == nullptr || other->node() == nullptr) return false;
+  const fx::Argument* alpha = n.target() == "add" ? n.arg("alpha") : nullptr;  // add_relu has none
+  return alpha == nullptr || (!alpha->is_node() && alpha->to_double() == 1.0);
 }
 
 // conv → add(conv, r) [→ ReLU]: the conv adds r (and applies the ReLU) as post-ops.
@@ -42,8 +42,8 @@ bool fuse_residual(fx::GraphModule& gm, fx::Node* n) {
     return false;
   fx::Node* add = *n->users().begin();
   if (!is_residual_add(*add)) return false;
-  fx::Node* a = add->args()[0].node();
-  fx::Node* b = add->args()[1].node();
+  fx::Node* a = add->arg("self")->node();
+  fx::Node* b = add->arg("other")->node();
   if (a == b) return false;
   fx::Node* residual = a == n ? b : a;
   if (add->target() == "add_relu") gm.add_submodule(n->target(), conv->fused_with_relu());

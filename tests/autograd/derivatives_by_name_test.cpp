@@ -19,14 +19,14 @@ namespace {
 
 // Test ops on float64 tensors: out = self * factor (+ other when given). The kernels compute
 // on host vectors, so nothing in them goes back through the dispatcher.
-std::vector<TensorMeta> like_self(const Stack& args) {
-  const Tensor& self = args.front().tensor();
+std::vector<TensorMeta> like_self(const OpArgs& args) {
+  const Tensor& self = args.tensor("self");
   return {{self.sizes(), self.dtype()}};
 }
-Stack scale_kernel(Stack& args) {
-  const Tensor& self = args.front().tensor();
+Stack scale_kernel(OpArgs& args) {
+  const Tensor& self = args.tensor("self");
   std::vector<double> v = to_vector<double>(self);
-  const double factor = args.at(1).to_double();
+  const double factor = args.to_double("factor");
   for (double& x : v) x *= factor;
   return {Value(from_vector<double>(v, self.sizes()))};
 }

@@ -141,7 +141,7 @@ TEST(OpRegistryTest, EveryRegisteredOpHasAKernelAndShapeRuleAndParsesBack) {
 TEST(OpRegistryTest, ShapeRuleAgreesWithKernel) {
   const OpDef& add = OpRegistry::instance().get("add");
   Stack args{from_vector<float>({1, 2, 3}, {3, 1}), from_vector<double>({1, 2}, {1, 2}), Scalar(1)};
-  const auto meta = add.shape(args);
+  const auto meta = add.infer_shapes(args);
   ASSERT_EQ(meta.size(), 1u);
   EXPECT_EQ(meta[0].sizes, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(meta[0].dtype, DType::Float64);

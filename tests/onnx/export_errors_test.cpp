@@ -42,9 +42,9 @@ struct BnNet : nn::Cloneable<BnNet> {
 /// Calls an op registered here with neither an ONNX converter nor a refusal (op_coverage_test
 /// leaves it out of its count).
 struct UnaccountedOpNet : nn::Cloneable<UnaccountedOpNet> {
-  static Stack identity(Stack& args) { return {Value(args.front().tensor().clone())}; }
-  static std::vector<TensorMeta> like_self(const Stack& args) {
-    return {{args.front().tensor().sizes(), args.front().tensor().dtype()}};
+  static Stack identity(OpArgs& args) { return {Value(args.tensor("self").clone())}; }
+  static std::vector<TensorMeta> like_self(const OpArgs& args) {
+    return {{args.tensor("self").sizes(), args.tensor("self").dtype()}};
   }
   UnaccountedOpNet() {
     static const bool registered = [] {

@@ -59,7 +59,14 @@ class ExcludeKeyGuard {
 ///   call_op("add", {a, b})  →  Stack with one Tensor.
 Stack call_op(std::string_view full_name, Stack args);
 
-/// Calls through the dispatcher and returns the single tensor output.
+/// Calls through the dispatcher and returns the single tensor output. `args` are already in
+/// schema order: for forwarding a stack; typed wrappers use the named form below.
 Tensor call_tensor(const OpHandle& op, Stack args);
+
+/// A typed wrapper's call with its arguments named as in the schema (checked at the first
+/// call, see Note [Arguments by name]): all outputs, in schema order.
+Stack call(const OpHandle& op, NamedArgs args);
+/// The same, for an op with one tensor output.
+Tensor call_tensor(const OpHandle& op, NamedArgs args);
 
 }  // namespace qflow

@@ -9,18 +9,29 @@
 //                  add_shape, add_kernel);
 //   }
 //
+// where `Stack add_kernel(OpArgs& a)` reads `a.tensor("self")`, `a.scalar("alpha")` by the
+// schema's names (Note [Arguments by name]), and the typed wrapper names them too:
+//
+//   Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+//     QFLOW_OP_HANDLE("add");
+//     return call_tensor(op, {{"self", a}, {"other", b}, {"alpha", alpha}});
+//   }
+//
 // Static libraries would drop such object files, so every target links qflow's layers as
 // whole archives (qflow_link_layers in cmake/QflowCompileOptions.cmake). The registry is
 // open: autograd registers derivatives, quant registers fake_quantize the same way.
 // Every user call, typed (`qflow::add(a, b)`) or by name (`call_op("add", {a, b})`),
 // takes the same road: Dispatcher::call → dispatch layers → kernel.
+#include <atomic>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "qflow/core/op_args.h"
 #include "qflow/core/schema.h"
 
 namespace qflow {
@@ -32,10 +43,10 @@ struct TensorMeta {
 };
 
 /// Computes output metas from the arguments (tensors in `args` may hold no data: tracers
-/// call shape rules on proxies). One entry per tensor output.
-using ShapeFn = std::vector<TensorMeta> (*)(const Stack& args);
-/// Runs the op on real tensors.
-using KernelFn = Stack (*)(Stack& args);
+/// call shape rules on proxies). One entry per tensor output. Reads arguments by name.
+using ShapeFn = std::vector<TensorMeta> (*)(const OpArgs& args);
+/// Runs the op on real tensors; reads arguments by name, returns results in schema order.
+using KernelFn = Stack (*)(OpArgs& args);
 
 struct OpDef {
   OpSchema schema;
@@ -44,6 +55,14 @@ struct OpDef {
   std::string name;  // schema.full_name(), cached
   /// The kernel takes tensors in opaque layouts as they are (see Note [Opaque layouts]).
   bool accepts_opaque_layout = false;
+
+  /// Runs the kernel on `args` (in schema order).
+  Stack run(Stack& args) const {
+    OpArgs view(schema, args);
+    return kernel(view);
+  }
+  /// Runs the shape rule on `args` (in schema order).
+  std::vector<TensorMeta> infer_shapes(const Stack& args) const { return shape(OpArgs::reading(schema, args)); }
 };
 
 class OpRegistry {
@@ -69,13 +88,27 @@ class OpHandle {
  public:
   explicit OpHandle(const char* full_name) : name_(full_name) {}
   const OpDef& get() const {
-    if (!def_) def_ = &OpRegistry::instance().get(name_);
-    return *def_;
+    const OpDef* d = def_.load(std::memory_order_acquire);
+    if (!d) [[unlikely]] {
+      d = &OpRegistry::instance().get(name_);
+      def_.store(d, std::memory_order_release);
+    }
+    return *d;
+  }
+  /// The op, once `args` are known to name its schema's arguments in order. The names are
+  /// compared at the first call only (Note [Arguments by name]); a mismatch throws
+  /// qflow::Error naming the op, the wrapper's names and the schema's.
+  const OpDef& checked(NamedArgs args) const {
+    if (const OpDef* d = checked_.load(std::memory_order_acquire)) [[likely]] return *d;
+    return check_names(args);
   }
 
  private:
+  const OpDef& check_names(NamedArgs args) const;
+
   const char* name_;
-  mutable const OpDef* def_ = nullptr;
+  mutable std::atomic<const OpDef*> def_{nullptr};
+  mutable std::atomic<const OpDef*> checked_{nullptr};
 };
 
 namespace detail {

@@ -77,6 +77,10 @@ class Node {
   const std::string& target() const { return target_; }
   const Arguments& args() const { return args_; }
   const Kwargs& kwargs() const { return kwargs_; }
+  /// The argument `name` of a call_function or call_method node, as its op's schema names it
+  /// (Note [Arguments by name]), recorded by position or by keyword; null when left to its
+  /// default. Throws qflow::Error for any other kind of node or a name the schema lacks.
+  const Argument* arg(std::string_view name) const;
   /// Nodes reading this node's value, in the order they started to; see Note [Users by construction].
   const std::vector<Node*>& users() const { return users_; }
   /// Nodes this node reads (args, then kwargs), each once, in order of first appearance.
