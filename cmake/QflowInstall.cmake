@@ -12,6 +12,11 @@
 # pkg-config or a hand-written command line, and programs share one copy of the kernels. The
 # in-tree executables keep linking the layers' objects directly (qflow_link_layers), so the
 # build tree has no run-time path to set up.
+#
+# The build tree is a package too (CMake's export(EXPORT ...)): a project developed beside a
+# qflow checkout configures with -Dqflow_DIR=<checkout>/build and links the build tree's
+# libqflow.so and the sources' headers, rebuilt with every `cmake --build`, without installing.
+# tests/consumer/run_consumer_test.cmake builds a README program both ways.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -39,6 +44,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INC
 
 set(_qflow_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/qflow)
 install(EXPORT qflowTargets NAMESPACE qflow:: DESTINATION ${_qflow_cmake_dir})
+export(EXPORT qflowTargets NAMESPACE qflow:: FILE ${PROJECT_BINARY_DIR}/qflowTargets.cmake)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/qflowConfig.cmake.in ${PROJECT_BINARY_DIR}/qflowConfig.cmake
                               INSTALL_DESTINATION ${_qflow_cmake_dir})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/qflowConfigVersion.cmake COMPATIBILITY SameMinorVersion)

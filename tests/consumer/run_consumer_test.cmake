@@ -70,3 +70,19 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${_lib_dir} ${WO
 if(NOT EXISTS ${WORK_DIR}/net.safetensors)
   message(FATAL_ERROR "writing_a_model did not save net.safetensors")
 endif()
+
+# The build tree as a package (cmake/QflowInstall.cmake's export()): the same project configured
+# with -Dqflow_DIR=<build>, as a developer working beside a checkout does; one program is enough
+# to show the route works (the headers come from the sources, libqflow.so from the build tree).
+message(STATUS "configuring and building the consumer project against the build tree (-Dqflow_DIR)")
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build-tree-consumer
+                        -Dqflow_DIR=${BUILD_DIR} -DREADME_EXAMPLES=${_examples} -DCMAKE_BUILD_TYPE=Release
+                COMMAND_ERROR_IS_FATAL ANY)
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build-tree-consumer --target writing_a_model
+                COMMAND_ERROR_IS_FATAL ANY)
+file(REMOVE ${WORK_DIR}/net.safetensors)
+execute_process(COMMAND ${WORK_DIR}/build-tree-consumer/writing_a_model WORKING_DIRECTORY ${WORK_DIR}
+                OUTPUT_QUIET COMMAND_ERROR_IS_FATAL ANY)
+if(NOT EXISTS ${WORK_DIR}/net.safetensors)
+  message(FATAL_ERROR "writing_a_model built against the build tree did not save net.safetensors")
+endif()
