@@ -57,12 +57,13 @@ class Recorder : public fx::Interpreter {
   }
 };
 
-// The integer model, each deployed layer fed the simulation's inputs; compares what reaches
-// each deployed layer with the simulation's value there.
-class Lockstep : public fx::Interpreter {
+// The integer model; compares what reaches each deployed layer with the simulation's value
+// there. In lockstep, each deployed layer is then fed the simulation's inputs (one layer's
+// rounding at a time); otherwise the integer model runs on its own values, end to end.
+class IntegerRun : public fx::Interpreter {
  public:
-  Lockstep(fx::GraphModule& gm, const std::unordered_map<const fx::Node*, Stack>& simulated)
-      : Interpreter(gm), simulated_(simulated) {}
+  IntegerRun(fx::GraphModule& gm, const std::unordered_map<const fx::Node*, Stack>& simulated, bool lockstep)
+      : Interpreter(gm), simulated_(simulated), lockstep_(lockstep) {}
   std::vector<LayerInputIntegers> layers;
 
  protected:
@@ -73,7 +74,7 @@ class Lockstep : public fx::Interpreter {
     for (size_t i = 0; i < n.args().size(); ++i)
       if (const fx::Node* in = n.args()[i].node()) fed[i] = copy_of(simulated_.at(in).at(0));
     layers.push_back(compare(n, *grid, args.at(0).tensor(), fed.at(0).tensor()));
-    return Interpreter::call_module(n, fed, kwargs);
+    return Interpreter::call_module(n, lockstep_ ? fed : args, kwargs);
   }
 
  private:
@@ -100,19 +101,28 @@ class Lockstep : public fx::Interpreter {
   }
 
   const std::unordered_map<const fx::Node*, Stack>& simulated_;
+  bool lockstep_;
 };
 
-}  // namespace
-
-std::vector<LayerInputIntegers> compare_layer_inputs(fx::GraphModule& deploy, const Tensor& x) {
+std::vector<LayerInputIntegers> compare(fx::GraphModule& deploy, const Tensor& x, bool lockstep) {
   NoGradGuard no_grad;
   quant::set_integer(deploy, false);
   Recorder simulation(deploy);
   simulation.run(x);
   quant::set_integer(deploy, true);
-  Lockstep integer(deploy, simulation.values);
+  IntegerRun integer(deploy, simulation.values, lockstep);
   integer.run(x);
   return integer.layers;
+}
+
+}  // namespace
+
+std::vector<LayerInputIntegers> compare_layer_inputs(fx::GraphModule& deploy, const Tensor& x) {
+  return compare(deploy, x, /*lockstep=*/true);
+}
+
+std::vector<LayerInputIntegers> compare_layer_inputs_end_to_end(fx::GraphModule& deploy, const Tensor& x) {
+  return compare(deploy, x, /*lockstep=*/false);
 }
 
 }  // namespace pass_test

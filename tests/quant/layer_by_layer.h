@@ -36,4 +36,10 @@ struct LayerInputIntegers {
 /// DConv2d and DLinear in graph order, its quantized input. Leaves the layers running integers.
 std::vector<LayerInputIntegers> compare_layer_inputs(qflow::fx::GraphModule& deploy, const qflow::Tensor& x);
 
+/// The same comparison with the integer model run end to end on its own values (not fed the
+/// simulation's). Up to the first layer whose input integers differ, both models computed from
+/// the same integers, so that layer's differences can only be ties; past it a flipped integer
+/// propagates, and the later layers may differ anywhere.
+std::vector<LayerInputIntegers> compare_layer_inputs_end_to_end(qflow::fx::GraphModule& deploy, const qflow::Tensor& x);
+
 }  // namespace pass_test
