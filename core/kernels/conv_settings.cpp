@@ -35,15 +35,25 @@ std::atomic<bool>& keep_blocked_setting() {
   return k;
 }
 
+std::atomic<uint64_t> settings_reads{0};
+
 }  // namespace
+
+uint64_t conv_settings_reads() { return settings_reads.load(std::memory_order_relaxed); }
 
 void set_conv_keeps_blocked_layout(bool keep) { keep_blocked_setting().store(keep); }
 bool conv_keeps_blocked_layout() { return keep_blocked_setting().load(std::memory_order_relaxed); }
 
 void set_conv_engine(ConvEngine engine) { engine_setting().store(engine); }
-ConvEngine conv_engine() { return engine_setting().load(std::memory_order_relaxed); }
+ConvEngine conv_engine() {
+  settings_reads.fetch_add(1, std::memory_order_relaxed);
+  return engine_setting().load(std::memory_order_relaxed);
+}
 void set_conv_algorithm(ConvAlgorithm algorithm) { algorithm_setting().store(algorithm); }
-ConvAlgorithm conv_algorithm() { return algorithm_setting().load(std::memory_order_relaxed); }
+ConvAlgorithm conv_algorithm() {
+  settings_reads.fetch_add(1, std::memory_order_relaxed);
+  return algorithm_setting().load(std::memory_order_relaxed);
+}
 
 const char* to_string(ConvAlgorithm a) {
   switch (a) {
@@ -71,7 +81,7 @@ ConvEngine parse_conv_engine(std::string_view name) {
 }
 
 ConvSettingsGuard::ConvSettingsGuard(ConvEngine engine, ConvAlgorithm algorithm)
-    : engine_(conv_engine()), algorithm_(conv_algorithm()) {
+    : engine_(engine_setting().load()), algorithm_(algorithm_setting().load()) {  // saving is not a read
   set_conv_engine(engine);
   set_conv_algorithm(algorithm);
 }

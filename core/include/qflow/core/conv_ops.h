@@ -91,6 +91,12 @@ ConvAlgorithm conv_algorithm();
 void set_conv_keeps_blocked_layout(bool keep);
 bool conv_keeps_blocked_layout();
 
+/// How many times, in this process, conv_engine() or conv_algorithm() was read: a computation
+/// that never reads them gives the same results under every engine setting. The tests register
+/// their engine variants only for suites that read them, and fail a test that reads them
+/// outside those suites (tests/engine_variants.cpp, Note [Engine variants of the tests]).
+uint64_t conv_settings_reads();
+
 /// "auto", "direct", "winograd" / "onednn", "im2col"; parse_* throw qflow::Error naming the
 /// accepted values.
 const char* to_string(ConvAlgorithm algorithm);
