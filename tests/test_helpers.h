@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "compare.h"
 #include "qflow/qflow.h"
 
 namespace qflow::testing_util {
@@ -47,12 +48,16 @@ inline Tensor ramp(const IntList& shape, double scale, double shift, DType dtype
   return (arange(0, n, 1, dtype) * scale + shift).reshape(SymIntList(shape.begin(), shape.end()));
 }
 
+// The comparisons below follow compare.h: NaN or Inf fails where the expected value is finite,
+// and an expected NaN or ±Inf (written down by hand) must be reproduced exactly.
+
 /// |actual_i − expected_i| <= atol + rtol·|expected_i| for every element (stops at the first miss).
 inline void expect_close(const Tensor& actual, const std::vector<double>& expected, double rtol = 1e-5, double atol = 1e-6) {
   const std::vector<double> a = to_vector<double>(actual);
   ASSERT_EQ(a.size(), expected.size());
   for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(a[i], expected[i], atol + rtol * std::abs(expected[i])) << "element " << i;
+    ASSERT_TRUE(close_enough(a[i], expected[i], rtol, atol, NonFinite::kMustMatch))
+        << "element " << i << ": " << a[i] << " vs " << expected[i] << " (tolerance " << atol << " + " << rtol << "·|want|)";
 }
 
 /// The shape, then |actual_i − expected_i| <= tol·(1 + |expected_i|) (stops at the first miss).
@@ -60,7 +65,9 @@ inline void expect_close(const Tensor& actual, const IntList& shape, const std::
   EXPECT_EQ(actual.sizes(), shape);
   const std::vector<double> a = to_vector<double>(actual);
   ASSERT_EQ(a.size(), expected.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], expected[i], tol * (1 + std::abs(expected[i]))) << "element " << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_TRUE(close_enough(a[i], expected[i], tol, tol, NonFinite::kMustMatch))
+        << "element " << i << ": " << a[i] << " vs " << expected[i] << " (tolerance " << tol << "·(1 + |want|))";
 }
 
 /// The shape, then |actual_i − expected_i| <= tol·max(1, |expected_i|): absolute below 1,
@@ -71,7 +78,8 @@ inline void expect_close_abs_below_one(const Tensor& actual, const IntList& shap
   const std::vector<double> a = to_vector<double>(actual);
   ASSERT_EQ(a.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_NEAR(a[i], expected[i], tol * std::max(1.0, std::abs(expected[i]))) << "at " << i;
+    EXPECT_TRUE(close_enough(a[i], expected[i], 0, tol * std::max(1.0, std::abs(expected[i])), NonFinite::kMustMatch))
+        << "at " << i << ": " << a[i] << " vs " << expected[i] << " (tolerance " << tol << "·max(1, |want|))";
 }
 
 }  // namespace qflow::testing_util

@@ -1,6 +1,8 @@
 // ProcessGroup: a world of one without mpirun, collectives under mpirun -np 2.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "rank_util.h"
 
 namespace qflow::distributed {
@@ -19,6 +21,17 @@ TEST(ProcessGroup, WorldOfOneWithoutMpirun) {
   world().broadcast(t);
   EXPECT_EQ(world().sum(int64_t{5}), 5);
   world().barrier();
+}
+
+// The ctest run under `mpirun -np 2` (tests/CMakeLists.txt) sets QFLOW_EXPECT_WORLD_SIZE=2:
+// without this check, an MPI that handed each process a world of one would skip every
+// multi-rank test (QFLOW_NEEDS_RANKS) and the run would pass having tested nothing.
+TEST(ProcessGroup, WorldHasTheSizeTheRunExpects) {
+  const char* expected = std::getenv("QFLOW_EXPECT_WORLD_SIZE");
+  if (expected == nullptr) GTEST_SKIP() << "QFLOW_EXPECT_WORLD_SIZE is not set (only the mpirun ctest run sets it)";
+  EXPECT_EQ(world().size(), std::atoi(expected))
+      << "this run expects a world of " << expected << " ranks (QFLOW_EXPECT_WORLD_SIZE) but MPI gave "
+      << world().size() << " (" << world().describe() << "): the multi-rank tests would all have skipped";
 }
 
 TEST(ProcessGroup, AllReduceSumMinMax) {

@@ -14,10 +14,10 @@
 #include <fstream>
 #include <iterator>
 #include <set>
-#include <thread>
 
 #include "nn/test_modules.h"
 #include "qflow/nn/checkpoint.h"
+#include "watchdog.h"
 
 using namespace qflow;
 using namespace qflow::nn;
@@ -118,27 +118,28 @@ TEST_F(CheckpointCrashTest, WriterKilledMidWriteLeavesTheOldFileAndTheNextSaveRe
   const auto before = read_bytes(p);
   const uint64_t total = to_safetensors_bytes(new_state).size();
 
-  const pid_t writer = fork();
-  ASSERT_GE(writer, 0);
-  if (writer == 0) {
-    // The test hook: the writer sleeps once half of its bytes are in the temporary file.
-    ::setenv("QFLOW_TEST_PAUSE_IN_WRITE_MS", "20000", 1);
+  // The test hook: the writer sleeps once half of its bytes are in the temporary file — longer
+  // than the watchdog waits (tests/watchdog.h), so however slowly it gets there, it is still
+  // paused mid-write when seen.
+  const int64_t pause_ms = std::chrono::duration_cast<std::chrono::milliseconds>(testing_util::kHangLimit).count() * 2;
+  testing_util::ChildProcess writer([&] {
+    ::setenv("QFLOW_TEST_PAUSE_IN_WRITE_MS", std::to_string(pause_ms).c_str(), 1);
     save(new_state, p);
-    _exit(0);
-  }
-  const std::string prefix = fmt::format(".m.safetensors.{}.", writer);
+    return 0;
+  });
+  ASSERT_TRUE(writer.started());
+  const std::string prefix = fmt::format(".m.safetensors.{}.", writer.pid());
   std::string temp;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (const std::string& name : entries())
-      if (name.starts_with(prefix) && fs::file_size(path(name)) == total / 2) temp = name;
-    if (!temp.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ASSERT_EQ(kill(writer, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(writer, &status, 0), writer);
-  ASSERT_FALSE(temp.empty()) << "the writer never reached the middle of its write";
+  const bool mid_write = writer.wait_until(
+      [&] {
+        for (const std::string& name : entries())
+          if (name.starts_with(prefix) && fs::file_size(path(name)) == total / 2) temp = name;
+        return !temp.empty();
+      },
+      "the writer to reach the middle of its write", std::chrono::milliseconds(2));
+  ASSERT_TRUE(mid_write) << "the writer ended without pausing in the middle of its write";
+  ASSERT_EQ(kill(writer.pid(), SIGKILL), 0);
+  const int status = writer.wait("the killed writer to exit");
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
   // The target is the old file, whole; only the half-written temporary is new.

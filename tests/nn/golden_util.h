@@ -12,6 +12,7 @@
 
 #include "qflow/nn/nn.h"
 #include "qflow/qflow.h"
+#include "compare.h"
 #include "test_helpers.h"
 
 namespace nn_golden {
@@ -42,18 +43,14 @@ inline void fill_params(qflow::nn::Module& m) {
 
 inline qflow::Tensor to_tensor(const Golden& g) { return qflow::from_vector<float>(g.values, g.shape); }
 
-/// |got − want| <= rtol·|want| + atol for every element, after checking the shape.
+/// |got − want| <= rtol·|want| + atol for every element, after checking the shape; NaN or Inf
+/// fails where PyTorch's value is finite (compare.h: a recorded NaN/Inf must be reproduced).
 inline void expect_close(const qflow::Tensor& got, const Golden& want, double rtol = 1e-5, double atol = 1e-6,
                          const std::string& what = "") {
   ASSERT_EQ(got.sizes(), qflow::IntList(want.shape)) << what;
-  const std::vector<double> g = qflow::to_vector<double>(got.to(qflow::DType::Float64).contiguous());
-  ASSERT_EQ(g.size(), want.values.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double w = want.values[i];
-    if (std::abs(g[i] - w) > rtol * std::abs(w) + atol && reported++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": got " << g[i] << ", PyTorch " << w;
-  }
+  const std::vector<double> g = qflow::to_vector<double>(got);
+  qflow::testing_util::expect_all_close(g, std::vector<double>(want.values.begin(), want.values.end()), rtol, atol,
+                                        qflow::testing_util::NonFinite::kMustMatch, what);
 }
 
 /// The script's small_net(): Conv2d(3, 4, 3, padding 1, no bias) → BatchNorm2d(4) → ReLU →

@@ -23,6 +23,7 @@
 #include "qflow/onnx/export.h"
 #include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
+#include "compare.h"
 #include "error_of.h"
 
 namespace onnx_test {
@@ -55,17 +56,8 @@ inline ProcessRun run_process(const std::string& cmd, const std::filesystem::pat
 
 using ::qflow::testing_util::error_of;  // tests/error_of.h
 
-/// max |got − want| / max |want|: the error relative to the output's scale.
-inline double relative_error(const Tensor& got, const Tensor& want) {
-  const auto g = qflow::to_vector<double>(got.to(qflow::DType::Float64));
-  const auto w = qflow::to_vector<double>(want.to(qflow::DType::Float64));
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    diff = std::max(diff, std::abs(g[i] - w[i]));
-    scale = std::max(scale, std::abs(w[i]));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
+// max |got − want| / max |want|, +Inf on NaN or Inf on either side (tests/compare.h).
+using ::qflow::testing_util::relative_error;
 
 /// The module's eval-mode output without gradients (on a copy: the caller's mode stays).
 inline Tensor eval_output(const std::shared_ptr<qflow::nn::Module>& module, const Tensor& x) {

@@ -2,6 +2,7 @@
 #include "quant/layer_by_layer.h"
 
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "qflow/fx/interpreter.h"
@@ -91,6 +92,11 @@ class IntegerRun : public fx::Interpreter {
     const double scale = g.scale.item<double>();
     LayerInputIntegers r{.node = n.name(), .integer = g.integer, .elements = static_cast<int64_t>(got.size())};
     for (size_t i = 0; i < got.size(); ++i) {
+      if (!std::isfinite(value[i])) {  // NaN or Inf never agrees, whatever integers it quantized to
+        ++r.differ, ++r.differ_by_more_than_one;
+        r.tie_distance = std::numeric_limits<double>::infinity();
+        continue;
+      }
       if (got[i] == want[i]) continue;
       ++r.differ;
       if (std::abs(got[i] - want[i]) > 1) ++r.differ_by_more_than_one;

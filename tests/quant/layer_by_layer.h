@@ -11,7 +11,9 @@
 // float input with its frozen qparams) are compared with quantize of the simulation's value.
 // The integer sums are exact and the simulation's float32 sums are not, so the two may differ
 // where the simulation's value sits within float rounding of a rounding boundary (x.5 steps
-// of the grid); tie_distance says how close the differing ones sat.
+// of the grid); tie_distance says how close the differing ones sat. A simulation value that
+// is NaN or Inf counts as an integer that differs by more than one, at an infinite tie
+// distance: a broken layer cannot pass for one whose integers agree (tests/compare.h).
 #include <string>
 #include <vector>
 

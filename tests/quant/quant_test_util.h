@@ -10,6 +10,7 @@
 #include "qflow/qflow.h"
 #include "qflow/quant/fake_quantize.h"
 #include "qflow/quant/qparams.h"
+#include "compare.h"
 #include "error_of.h"
 
 namespace quant_test {
@@ -23,17 +24,13 @@ inline std::vector<float> values(const qflow::Tensor& t) { return qflow::to_vect
 
 using ::qflow::testing_util::error_of;  // tests/error_of.h
 
-/// |got - want| <= rtol * |want| + atol elementwise, after a shape check.
+/// |got - want| <= rtol * |want| + atol elementwise, after a shape check. NaN or Inf on either
+/// side fails (tests/compare.h): the references here are computed by qflow too.
 inline void expect_close(const qflow::Tensor& got, const qflow::Tensor& want, double rtol, double atol = 0.0,
                          const std::string& what = "") {
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const std::vector<double> g = qflow::to_vector<double>(got.to(qflow::DType::Float64));
-  const std::vector<double> w = qflow::to_vector<double>(want.to(qflow::DType::Float64));
-  int reported = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!(std::abs(g[i] - w[i]) <= rtol * std::abs(w[i]) + atol) && reported++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": got " << g[i] << ", want " << w[i];
-  }
+  qflow::testing_util::expect_all_close(qflow::to_vector<double>(got), qflow::to_vector<double>(want), rtol, atol,
+                                        qflow::testing_util::NonFinite::kFail, what);
 }
 
 }  // namespace quant_test

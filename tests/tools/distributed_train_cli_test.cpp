@@ -8,19 +8,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "qflow/qflow.h"
 #include "relative_error.h"
+#include "watchdog.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing_util::ChildProcess;
+using testing_util::run_watched;
 
 namespace {
 
@@ -43,10 +44,11 @@ std::string train_command(int np, const std::string& dir, int64_t epochs, const 
                      epochs, 64 / np, dir, extra);
 }
 
-int exit_status(int system_result) { return WIFEXITED(system_result) ? WEXITSTATUS(system_result) : -1; }
+int exit_status(int wait_status) { return testing_util::exit_code(wait_status); }
 
+// Every run is watched (tests/watchdog.h): a job that hangs is killed and the test says so.
 int run_train(int np, const std::string& dir, const std::string& extra, int64_t epochs = 2) {
-  return exit_status(std::system((train_command(np, dir, epochs, extra) + " > " + dir + ".out 2>&1").c_str()));
+  return exit_status(run_watched(train_command(np, dir, epochs, extra), dir + ".out"));
 }
 
 std::string read_text(const std::string& path) {
@@ -120,9 +122,9 @@ TEST_F(DistributedTrainCli, SyncBatchNormTrainsResNet18AndIsRefusedForQat) {
   const std::string resnet = "--model resnet18 --subset 64 --test-subset 32 --epochs 1 --batch-size 16 --no-augment";
   const std::string base = mpirun(2) + QFLOW_BIN_DIR + "/qflow-train --dataset fashion-mnist --workers 1 --threads 1 " +
                            "--checkpoint-dir " + d + " " + resnet;
-  ASSERT_EQ(exit_status(std::system((base + " --sync-bn > " + d + ".out 2>&1").c_str())), 0) << read_text(d + ".out");
+  ASSERT_EQ(exit_status(run_watched(base + " --sync-bn", d + ".out")), 0) << read_text(d + ".out");
   EXPECT_THAT(read_text(d + ".out"), HasSubstr("epoch 1/1: train loss"));
-  EXPECT_NE(exit_status(std::system((base + " --sync-bn --qat > " + d + ".out 2>&1").c_str())), 0);
+  EXPECT_NE(exit_status(run_watched(base + " --sync-bn --qat", d + ".out")), 0);
   EXPECT_THAT(read_text(d + ".out"), HasSubstr("--sync-bn applies to float training; --qat and --ptq fold the BatchNorms"));
 }
 
@@ -162,7 +164,7 @@ TEST_F(DistributedTrainCli, PredictionsGatheredFromTheShardsAreOneProcesssFile) 
     std::string command = train_command(np, d, 1, "--eval-only --weights " + one + "/weights.safetensors --predictions " +
                                                       d + ".csv");
     command.replace(command.find("--test-subset 128"), 17, "--test-subset 101");
-    ASSERT_EQ(exit_status(std::system((command + " > " + d + ".out 2>&1").c_str())), 0) << read_text(d + ".out");
+    ASSERT_EQ(exit_status(run_watched(command, d + ".out")), 0) << read_text(d + ".out");
   }
   const auto a = csv_rows(one + ".csv"), b = csv_rows(two + ".csv");
   std::filesystem::remove(one + ".csv");
@@ -198,13 +200,13 @@ TEST_F(DistributedTrainCli, ResumesWithinAnEpochWhenTheImagesDivide) {
   set_progress(d + "/last.safetensors", 3);
   const std::string resume = train_command(2, d, 1, "--resume").replace(
       train_command(2, d, 1, "--resume").find("--batch-size 32"), 15, "--batch-size 48");
-  ASSERT_EQ(exit_status(std::system((resume + " > " + d + ".out 2>&1").c_str())), 0) << read_text(d + ".out");
+  ASSERT_EQ(exit_status(run_watched(resume, d + ".out")), 0) << read_text(d + ".out");
   EXPECT_THAT(read_text(d + ".out"), HasSubstr("resuming at epoch 1 batch 2 (saved by 1 process(es) with global batch 64; "
                                                "now 2 with global batch 96)"));
   // 1 batch of 64 is not a whole number of batches of 96: refused, naming the numbers.
   std::filesystem::copy_file(saved, d + "/last.safetensors", std::filesystem::copy_options::overwrite_existing);
   set_progress(d + "/last.safetensors", 1);
-  EXPECT_NE(exit_status(std::system((resume + " > " + d + ".out 2>&1").c_str())), 0);
+  EXPECT_NE(exit_status(run_watched(resume, d + ".out")), 0);
   EXPECT_THAT(read_text(d + ".out"), HasSubstr("saved 1 batches of 64 images into its epoch (64 images), not a whole number "
                                                "of this run's global batches of 96 (2 processes × --batch-size 48)"));
 }
@@ -226,42 +228,31 @@ pid_t find_rank(int rank, const std::string& dir) {
   return -1;
 }
 
+// Kills what is left of a job training into `dir` (ranks outside mpirun's process group).
+void kill_ranks(const std::string& dir) {
+  for (int r : {0, 1})
+    if (pid_t p = find_rank(r, dir); p > 0) ::kill(p, SIGKILL);
+}
+
 // Starts a 2-rank job training into `dir`, sends `signal` to rank 1 once training is under way
-// (a checkpoint written) and returns the job's wait status; fails the test (and kills what is
-// left) when the job is still running 30 s later. `env` prefixes the command.
+// (a checkpoint written) and returns the job's wait status. What these tests assert is that
+// the job then ends — with a message, rather than hanging — not how soon: the watchdog
+// (tests/watchdog.h) fails the test, saying the job hung, only after minutes. `env` prefixes
+// the command.
 int signal_rank_one(const std::string& dir, int signal, const std::string& env) {
-  const std::string command = env + train_command(2, dir, 50, "--checkpoint-every 2") + " > " + dir + ".out 2>&1";
-  const pid_t job = ::fork();
-  if (job == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    std::_Exit(127);
-  }
-  const auto start = std::chrono::steady_clock::now();
+  ChildProcess job = ChildProcess::shell(env + train_command(2, dir, 50, "--checkpoint-every 2"), dir + ".out");
   pid_t victim = -1;
-  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
-    if (std::filesystem::exists(dir + "/last.safetensors") && (victim = find_rank(1, dir)) > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const bool under_way = job.wait_until(
+      [&] { return std::filesystem::exists(dir + "/last.safetensors") && (victim = find_rank(1, dir)) > 0; },
+      "the job to write a checkpoint with rank 1 running");
+  if (!under_way || ::kill(victim, signal) != 0) {
+    if (!job.hung()) ADD_FAILURE() << "the job ended before rank 1 could be signalled:\n" << read_text(dir + ".out");
+    job.kill_group();
+    kill_ranks(dir);
+    return job.status().value_or(-1);
   }
-  int status = 0;
-  if (victim <= 0 || ::kill(victim, signal) != 0) {
-    ::kill(job, SIGKILL);
-    ::waitpid(job, &status, 0);
-    ADD_FAILURE() << "training never got under way:\n" << read_text(dir + ".out");
-    return status;
-  }
-  const auto signalled = std::chrono::steady_clock::now();
-  pid_t done = 0;
-  while ((done = ::waitpid(job, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - signalled < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (done == 0) {  // still running: a hang — fail, and clean up
-    for (int r : {0, 1})
-      if (pid_t p = find_rank(r, dir); p > 0) ::kill(p, SIGKILL);
-    ::kill(job, SIGKILL);
-    ::waitpid(job, &status, 0);
-    ADD_FAILURE() << "the job was still running 30 s after rank 1 was sent signal " << signal << ":\n"
-                  << read_text(dir + ".out");
-  }
+  const int status = job.wait(fmt::format("the job to end after rank 1 was sent signal {}", signal));
+  if (job.hung()) kill_ranks(dir);
   return status;
 }
 
@@ -292,13 +283,14 @@ TEST_F(DistributedTrainCli, AStoppedRankMakesTheOthersAbortAfterTheDeadline) {
 
 TEST_F(DistributedTrainCli, AFailingRankAbortsTheJobNamingItself) {
   const std::string d = dir("failing");
-  // No checkpoint to resume from: every rank fails at once and says which it is.
-  const auto start = std::chrono::steady_clock::now();
+  // No checkpoint to resume from: every rank fails at once and says which it is. "At once":
+  // the job ends by the error itself, not by a rank waiting out the collective deadline for
+  // the other (whose message would say so); a job that never ends fails under the watchdog.
   EXPECT_NE(run_train(2, d, "--resume"), 0);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
   const std::string out = read_text(d + ".out");
   EXPECT_THAT(out, HasSubstr("of 2: qflow-train: error: qflow-train: --resume: no checkpoint at")) << out;
   EXPECT_THAT(out, HasSubstr("every process reads the checkpoint")) << out;
+  EXPECT_THAT(out, Not(HasSubstr("did not complete within"))) << out;
 }
 
 }  // namespace

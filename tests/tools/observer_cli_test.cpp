@@ -1,8 +1,8 @@
 // --observer and its knobs through the tools on LeNet-5: bad words and combinations refused
 // with clear errors (flags and --qconfig files); qflow-train trains LSQ scales (a group without
 // weight decay), resumes them and deploys; qflow-export writes a TQT-trained checkpoint's
-// power-of-two scales as Q/DQ that ONNX Runtime runs as qflow does; PTQ calibrated by the
-// histogram observers.
+// power-of-two scales as Q/DQ that ONNX Runtime runs as qflow does; PTQ run with the
+// percentile observer.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -131,7 +131,10 @@ TEST_F(ObserverCliTest, ExportTakesLearnedScales) {
   EXPECT_THAT(out, HasSubstr("log2_threshold"));
 }
 
-TEST_F(ObserverCliTest, TrainLearnsScalesResumesAndCalibratesWithHistograms) {
+// The tool path only: the flags reach the observers and PTQ runs with them (the deploy model of
+// PTQ is not written out, so its scales are not compared here). What histogram calibration
+// computes, and that it differs from min/max, is tested in tests/quant/histogram_observer_test.cpp.
+TEST_F(ObserverCliTest, TrainLearnsScalesResumesAndRunsPtqWithThePercentileObserver) {
   if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const std::string dir = path("run");
   const std::string train = tool("qflow-train") +
@@ -152,7 +155,8 @@ TEST_F(ObserverCliTest, TrainLearnsScalesResumesAndCalibratesWithHistograms) {
   // --resume under another observer is refused (the recorded mapping differs).
   EXPECT_NE(run(train + " --resume --observer tqt", out), 0);
   EXPECT_THAT(out, HasSubstr("--resume"));
-  // PTQ of float weights calibrated by the percentile observer.
+  // PTQ of float weights with the percentile observer: its QConfig is the one printed, and the
+  // PTQ row is reported.
   manual_seed(0);
   nn::save(models::create("lenet5", {.in_channels = 1, .image_size = 28})->state_dict(), path("float.safetensors"));
   ASSERT_EQ(run(tool("qflow-train") + "--model lenet5 --dataset fashion-mnist --test-subset 64 --batch-size 32 "

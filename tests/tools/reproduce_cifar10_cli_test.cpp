@@ -10,12 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <sstream>
-#include <thread>
 
 #include "data/test_files.h"
+#include "watchdog.h"
 
 using namespace qflow;
 using namespace qflow::data::testing;
@@ -94,7 +93,7 @@ class ReproduceCifar10Test : public TempDirTest {
   /// Runs the study; returns its exit status, its output in output_.
   int study(const std::string& out, const std::string& extra = "") {
     const std::string log = out + ".txt";
-    const int status = std::system((command(out, extra) + " > " + log + " 2>&1").c_str());
+    const int status = testing_util::run_watched(command(out, extra), log);  // tests/watchdog.h
     output_ = text_of(log);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -160,24 +159,14 @@ TEST_F(ReproduceCifar10Test, AStudyKilledAfterItsFirstRunResumesToTheSameTable) 
 
   // The study in its own process group, killed with everything it started (as a machine that
   // goes down) once the float run has finished.
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setpgid(0, 0);
-    execl("/bin/sh", "sh", "-c", (command(killed) + " > " + killed + ".first.txt 2>&1").c_str(), nullptr);
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool float_done = false;
-  while (!float_done && std::chrono::steady_clock::now() < deadline) {
-    float_done = text_of(killed + "/float/study.json").find("\"done\": true") != std::string::npos;
-    if (!float_done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(float_done) << text_of(killed + ".first.txt");
+  testing_util::ChildProcess first = testing_util::ChildProcess::shell(command(killed), killed + ".first.txt");
+  ASSERT_TRUE(first.started());
+  const bool float_done = first.wait_until(
+      [&] { return text_of(killed + "/float/study.json").find("\"done\": true") != std::string::npos; },
+      "the study's float run to finish");
+  first.kill_group();
+  ASSERT_TRUE(float_done) << (first.hung() ? "" : "the study ended without finishing its float run:\n")
+                          << text_of(killed + ".first.txt");
   EXPECT_FALSE(fs::exists(killed + "/table.csv")) << "killed after the whole study: " << text_of(killed + ".first.txt");
 
   ASSERT_EQ(study(killed), 0) << output_;

@@ -15,11 +15,11 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "qflow/qflow.h"
+#include "watchdog.h"
 
 using namespace qflow;
 using ::testing::HasSubstr;
@@ -34,8 +34,10 @@ std::string train_command(const std::string& dir, int64_t epochs, const std::str
          " " + extra;
 }
 
+// The wait status (0 for success), the output in DIR.out; a run that hangs is killed and the
+// test says so (tests/watchdog.h).
 int run_train(const std::string& dir, const std::string& extra, int64_t epochs = 2) {
-  return std::system((train_command(dir, epochs, extra) + " > " + dir + ".out 2>&1").c_str());
+  return testing_util::run_watched(train_command(dir, epochs, extra), dir + ".out");
 }
 
 std::string read_text(const std::string& path) {
@@ -128,20 +130,15 @@ TEST(TrainCliTest, CtrlCMidEpochSavesExitsCleanlyAndResumeContinuesBitIdenticall
   std::filesystem::create_directories(dir);
   // Many epochs of 6 batches, so SIGINT lands in the middle of training whenever it arrives.
   const std::string log = dir + "/interrupted.txt";
-  const std::string cmd = "exec " + train_command(dir, 40, "") + " > " + log + " 2>&1";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  testing_util::ChildProcess train = testing_util::ChildProcess::shell("exec " + train_command(dir, 40, ""), log);
+  ASSERT_TRUE(train.started());
   // Signal once the first progress line shows (the handler is installed before training).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (read_text(log).find("epoch 1/40") == std::string::npos && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(kill(pid, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(train.wait_until([&] { return read_text(log).find("epoch 1/40") != std::string::npos; },
+                               "the first progress line",
+                               std::chrono::milliseconds(5)))
+      << "qflow-train ended before training:\n" << read_text(log);
+  ASSERT_EQ(kill(train.pid(), SIGINT), 0);
+  const int status = train.wait("qflow-train to exit after SIGINT");
   const std::string interrupted = read_text(log);
   ASSERT_TRUE(WIFEXITED(status)) << interrupted;
   EXPECT_EQ(WEXITSTATUS(status), 130) << interrupted;
@@ -190,7 +187,7 @@ namespace {
 // qflow-train ARGS with stdout and stderr in DIR/out.txt: the exit status and the text.
 std::pair<int, std::string> run_flags(const std::string& dir, const std::string& args) {
   std::filesystem::create_directories(dir);
-  const int status = std::system((std::string(QFLOW_BIN_DIR) + "/qflow-train " + args + " > " + dir + "/out.txt 2>&1").c_str());
+  const int status = testing_util::run_watched(std::string(QFLOW_BIN_DIR) + "/qflow-train " + args, dir + "/out.txt");
   return {status, read_text(dir + "/out.txt")};
 }
 
@@ -264,7 +261,13 @@ TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
   // Affine weights have a zero point, which oneDNN's integer kernels refuse: the deploy model
   // runs its float simulation, and its row says so.
   EXPECT_TRUE(has_row(out, "| lenet5 | deploy (float) | 8    | affine | google  | yes       |")) << out;
-  EXPECT_GT(table_accuracy(out, "deploy \\(float\\)"), 0.0);
+  // Twelve SGD steps leave LeNet5 near chance here (7.81 % of the 128 test images when this
+  // was written), so the figure alone says little. What it must show: the deploy model (BN
+  // folded, weights as integers, run as its float simulation) computes what the QAT model
+  // computed — its accuracy is the QAT row's, within two images' worth for rounding ties.
+  constexpr double kTwoImages = 100.0 * 2 / 128;
+  ASSERT_GE(table_accuracy(out, "QAT"), 0.0) << out;  // the row is there
+  EXPECT_NEAR(table_accuracy(out, "deploy \\(float\\)"), table_accuracy(out, "QAT"), kTwoImages) << out;
   EXPECT_EQ(table_accuracy(resumed, "QAT"), table_accuracy(out, "QAT"));
   EXPECT_EQ(table_accuracy(resumed, "deploy \\(float\\)"), table_accuracy(out, "deploy \\(float\\)"));
   EXPECT_EQ(to_vector<float>(nn::load(straight + "/deploy.safetensors").at("conv1.weight_scale")),
@@ -277,7 +280,9 @@ TEST(TrainCliTest, QatRunResumesBitIdenticallyAndReportsTheDeployModel) {
   EXPECT_THAT(out, ::testing::HasSubstr("deploy model (BN folded, weights as the integers of their grids) saved to"));
   // --eval-only evaluates the best QAT weights and deploys them again.
   ASSERT_EQ(run_train(split, qat + " --eval-only"), 0);
-  EXPECT_GT(table_accuracy(read_text(split + ".out"), "deploy \\(float\\)"), 0.0);
+  const std::string evaluated = read_text(split + ".out");
+  ASSERT_GE(table_accuracy(evaluated, "QAT"), 0.0) << evaluated;
+  EXPECT_NEAR(table_accuracy(evaluated, "deploy \\(float\\)"), table_accuracy(evaluated, "QAT"), kTwoImages) << evaluated;
   // Resuming with other quantization flags is refused.
   EXPECT_NE(run_train(split, "--qat --resume"), 0);
   EXPECT_THAT(read_text(split + ".out"), ::testing::HasSubstr("was trained with quantization 'qat QConfig(bits=8, "
@@ -314,7 +319,7 @@ TEST(TrainCliTest, QatFromBestUsesTheRecordedFloatAccuracyOnlyForTheSameTestImag
   std::filesystem::remove_all(q);
   const std::string other = std::regex_replace(train_command(q, 1, "--qat-from " + fp + "/best.safetensors"),
                                                std::regex("--test-subset 128"), "--test-subset 64");
-  ASSERT_EQ(std::system((other + " > " + q + ".out 2>&1").c_str()), 0) << read_text(q + ".out");
+  ASSERT_EQ(testing_util::run_watched(other, q + ".out"), 0) << read_text(q + ".out");
   const std::string measured = read_text(q + ".out");
   EXPECT_THAT(measured, ::testing::Not(::testing::HasSubstr("by the run that evaluated it")));
   EXPECT_THAT(measured, ::testing::HasSubstr("qflow-train: float model: test loss"));
