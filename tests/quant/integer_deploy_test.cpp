@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 
 #include "error_of.h"
+#include "quant/layer_by_layer.h"
 #include "quant/trained_deploy.h"
 
 using namespace qflow;
@@ -68,15 +69,14 @@ TEST(IntegerDeployTest, FusedReluRunsAsThePostOpAndKeepsTheResults) {
 }
 
 // quant::fuse_integer_layers: each block's first convolution writes the second's uint8 input,
-// the residual add and its ReLU become post-ops of the block's last convolution; the model's
-// results stay those of the unfused integer model (up to requantization ties).
+// the residual add and its ReLU become post-ops of the block's last convolution; the model still
+// computes its simulation's function.
 TEST(IntegerDeployTest, FuseIntegerLayersChainsBlocksAndKeepsTheResults) {
   const QConfig qc{.per_layer = false};
   auto deploy = trained_deploy(qc);
   manual_seed(13);
   const Tensor x = randn({4, 3, 32, 32});
   NoGradGuard no_grad;
-  const Tensor unfused = (*deploy)(x);
   const IntegerFusions done = fuse_integer_layers(*deploy);
   EXPECT_EQ(done.activations.modules("DConv2d"), 9u);
   EXPECT_EQ(done.residual_adds, 8u);  // every block's add (+ReLU)
@@ -89,9 +89,10 @@ TEST(IntegerDeployTest, FuseIntegerLayersChainsBlocksAndKeepsTheResults) {
   EXPECT_THAT(deploy->get_submodule("layer1.0.conv2")->repr(),
               HasSubstr("integer=True, residual_in_place=True, relu=True"));
   for (const fx::Node* n : deploy->graph()) EXPECT_NE(n->target(), "add_relu") << n->name();
-  const Tensor fused = (*deploy)(x);
-  expect_close_to_scale(fused, unfused, 5e-2);
-  EXPECT_EQ(to_vector<int64_t>(fused.argmax(1)), to_vector<int64_t>(unfused.argmax(1)));
+  // The fused model computes the simulation's function (the unfused integer model's too, up to
+  // requantization ties): checked end to end the way that holds on every CPU, rather than with
+  // a tolerance on the logits measured on one (layer_by_layer.h).
+  expect_end_to_end_agreement(*deploy, x);
   // A layer fed integers of another grid type says so.
   const auto conv2 = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv2"));
   EXPECT_THAT(error_of([&] { (*conv2)(zeros({1, 64, 8, 8}, DType::UInt8)); }),

@@ -41,24 +41,6 @@ std::pair<size_t, size_t> integer_layers_of(nn::Module& m) {
   return {layers - float_layers(m).size(), layers};
 }
 
-// "Except at exact ties": the simulation's value of an integer that differs sits this close to
-// the midpoint between the two integers, in steps of the grid. Its float32 sums carry relative
-// errors near 1e-6, and a grid has at most 255 steps: well under 1e-3 of a step (measured:
-// 1e-5 at most). An integer wrong for any other reason (a wrong scale, bias or rounding) comes
-// from a value anywhere in its step, nearly always farther from the midpoint than that.
-constexpr double kTieSteps = 1e-3;
-
-// Logits computed from the same integers by both models differ by float32 rounding alone.
-constexpr double kFloatRounding = 1e-5;
-
-// Where the two models' first difference is: the first layer whose input integers differ end to
-// end, or null when none does.
-const LayerInputIntegers* first_difference(const std::vector<LayerInputIntegers>& layers) {
-  for (const LayerInputIntegers& l : layers)
-    if (l.differ > 0) return &l;
-  return nullptr;
-}
-
 }  // namespace
 
 // What the design guarantees, on any CPU and summation order (Note [Integer activations]):
@@ -92,23 +74,7 @@ TEST_P(IntegerZoo, TrainedModelInIntegersComputesItsSimulation) {
   EXPECT_GT(elements, 0);
   EXPECT_LE(differ, elements / 100000 + 1) << differ << " of " << elements;
 
-  const std::vector<LayerInputIntegers> end_to_end = compare_layer_inputs_end_to_end(*deploy, x);
-  ASSERT_EQ(end_to_end.size(), layers);
-  if (const LayerInputIntegers* first = first_difference(end_to_end)) {
-    EXPECT_EQ(first->differ_by_more_than_one, 0) << first->node;
-    EXPECT_LE(first->tie_distance, kTieSteps)
-        << first->node << ", the first layer whose input differs end to end: " << first->differ << " of "
-        << first->elements << " integers";
-    EXPECT_LE(first->differ, first->elements / 100000 + 1) << first->node;
-  } else {
-    NoGradGuard no_grad;
-    set_integer(*deploy, false);
-    const Tensor simulated = (*deploy)(x);
-    set_integer(*deploy, true);
-    const Tensor integer = (*deploy)(x);
-    EXPECT_EQ(to_vector<int64_t>(integer.argmax(1)), to_vector<int64_t>(simulated.argmax(1)));
-    expect_close_to_scale(integer, simulated, kFloatRounding);
-  }
+  expect_end_to_end_agreement(*deploy, x);
 }
 
 INSTANTIATE_TEST_SUITE_P(PublishedConfigs, IntegerZoo,

@@ -1,6 +1,8 @@
 // compare_layer_inputs: see layer_by_layer.h.
 #include "quant/layer_by_layer.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -129,6 +131,37 @@ std::vector<LayerInputIntegers> compare_layer_inputs(fx::GraphModule& deploy, co
 
 std::vector<LayerInputIntegers> compare_layer_inputs_end_to_end(fx::GraphModule& deploy, const Tensor& x) {
   return compare(deploy, x, /*lockstep=*/false);
+}
+
+const LayerInputIntegers* first_difference(const std::vector<LayerInputIntegers>& layers) {
+  for (const LayerInputIntegers& l : layers)
+    if (l.differ > 0) return &l;
+  return nullptr;
+}
+
+void expect_end_to_end_agreement(fx::GraphModule& deploy, const Tensor& x) {
+  const std::vector<LayerInputIntegers> layers = compare_layer_inputs_end_to_end(deploy, x);
+  ASSERT_FALSE(layers.empty()) << "the model has no deployed layer";
+  if (const LayerInputIntegers* first = first_difference(layers)) {
+    EXPECT_EQ(first->differ_by_more_than_one, 0) << first->node;
+    EXPECT_LE(first->tie_distance, kTieSteps) << first->node << ", the first layer whose input differs end to end: "
+                                              << first->differ << " of " << first->elements << " integers";
+    EXPECT_LE(first->differ, first->elements / 100000 + 1) << first->node;
+    return;
+  }
+  NoGradGuard no_grad;
+  quant::set_integer(deploy, false);
+  const Tensor simulated = deploy(x);
+  quant::set_integer(deploy, true);
+  const Tensor integer = deploy(x);
+  EXPECT_EQ(to_vector<int64_t>(integer.argmax(1)), to_vector<int64_t>(simulated.argmax(1)));
+  const std::vector<double> got = to_vector<double>(integer.to(DType::Float64));
+  const std::vector<double> want = to_vector<double>(simulated.to(DType::Float64));
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)  // written so that a NaN fails
+    EXPECT_TRUE(std::abs(got[i] - want[i]) <= 1e-5 * scale) << "output " << i << ": " << got[i] << " against " << want[i];
 }
 
 }  // namespace pass_test

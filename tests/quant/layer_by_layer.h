@@ -44,4 +44,22 @@ std::vector<LayerInputIntegers> compare_layer_inputs(qflow::fx::GraphModule& dep
 /// propagates, and the later layers may differ anywhere.
 std::vector<LayerInputIntegers> compare_layer_inputs_end_to_end(qflow::fx::GraphModule& deploy, const qflow::Tensor& x);
 
+/// "Except at exact ties": the simulation's value of an integer that differs sits this close to
+/// the midpoint between the two integers, in steps of the grid. Its float32 sums carry relative
+/// errors near 1e-6, and a grid has at most 255 steps: well under 1e-3 of a step (measured:
+/// 1e-5 at most). An integer wrong for any other reason (a wrong scale, bias or rounding) comes
+/// from a value anywhere in its step, nearly always farther from the midpoint than that.
+constexpr double kTieSteps = 1e-3;
+
+/// The first layer whose input integers differ, or null when none does.
+const LayerInputIntegers* first_difference(const std::vector<LayerInputIntegers>& layers);
+
+/// What the design guarantees of a deploy model running integers end to end, whatever the
+/// CPU's summation order (gtest assertions): the first layer whose input integers differ from
+/// the simulation's differs at ties only, and at most one in 100,000 of them; when no layer's
+/// input differs, the outputs agree to float32 rounding (1e-5 of their scale) with the same
+/// argmax. Past a tie a flipped integer propagates, and how far it moves the outputs is the
+/// network's business: nothing is asserted there. Leaves the layers running integers.
+void expect_end_to_end_agreement(qflow::fx::GraphModule& deploy, const qflow::Tensor& x);
+
 }  // namespace pass_test
