@@ -6,7 +6,8 @@
 # Memory the uninstrumented layers allocate still gets ASan's redzones (malloc is intercepted), so
 # a reader running past a tensor's storage is caught; what those layers do themselves is covered
 # by the full sanitized build (tools/run-tests --sanitize), not by this target.
-option(QFLOW_SANITIZED_READERS "Also build qflow_sanitized_readers_tests (data + nn readers under ASan + UBSan)" OFF)
+option(QFLOW_SANITIZED_READERS
+       "Also build qflow_sanitized_readers_tests and qflow_sanitized_passes_tests (readers, graph passes under ASan + UBSan)" OFF)
 if(NOT QFLOW_SANITIZED_READERS)
   return()
 endif()
@@ -53,3 +54,6 @@ target_compile_definitions(qflow_sanitized_readers_tests PRIVATE QFLOW_SOURCE_DI
 # tools/run-tests exports the sanitizers' options (ASAN_OPTIONS, UBSAN_OPTIONS).
 gtest_discover_tests(qflow_sanitized_readers_tests DISCOVERY_TIMEOUT 120 TEST_PREFIX "sanitized."
   PROPERTIES LABELS sanitized-readers ENVIRONMENT QFLOW_CACHE_LIMIT_MB=0)
+
+# The graph passes (fx, quant, onnx) under ASan + UBSan, under the same switch.
+include(${CMAKE_CURRENT_LIST_DIR}/QflowSanitizedPasses.cmake)

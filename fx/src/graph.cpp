@@ -38,12 +38,29 @@ InsertGuard::~InsertGuard() { graph_.insert_stack_.pop_back(); }
 
 Graph::~Graph() = default;
 
-std::vector<Node*> Graph::nodes() const {
-  std::vector<Node*> out;
-  out.reserve(nodes_.size());
-  for (const auto& n : nodes_) out.push_back(n.get());
-  return out;
+// Walks: see Note [Erasing during a walk] in graph.h.
+Graph::iterator& Graph::iterator::operator++() {
+  // An erased node kept its link to the node that followed it; that one may be erased too.
+  do node_ = node_->next_;
+  while (node_ != nullptr && node_->erased_);
+  return *this;
 }
+
+Graph::iterator& Graph::iterator::operator--() {
+  if (node_ == nullptr) {
+    node_ = graph_->tail_;
+    return *this;
+  }
+  do node_ = node_->prev_;
+  while (node_ != nullptr && node_->erased_);
+  return *this;
+}
+
+void Graph::Snapshot::iterator::skip_erased() {
+  while (it_ != end_ && (*it_)->erased()) ++it_;
+}
+
+Graph::Snapshot Graph::nodes() const { return Snapshot(std::vector<Node*>(begin(), end())); }
 
 Node* Graph::find_node(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
@@ -57,16 +74,21 @@ Node& Graph::node(std::string_view name) const {
 }
 
 Node* Graph::output_node() const {
-  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-    if ((*it)->op() == NodeOp::Output) return it->get();
+  for (Node* n = tail_; n != nullptr; n = n->prev_)
+    if (n->op() == NodeOp::Output) return n;
   return nullptr;
 }
 
 std::vector<Node*> Graph::placeholders() const {
   std::vector<Node*> out;
-  for (const auto& n : nodes_)
-    if (n->op() == NodeOp::Placeholder) out.push_back(n.get());
+  for (Node* n : *this)
+    if (n->op() == NodeOp::Placeholder) out.push_back(n);
   return out;
+}
+
+void Graph::check_live(const Node* n, std::string_view what) const {
+  QFLOW_CHECK(n != nullptr && &n->graph() == this, "{}: the node is not in this graph", what);
+  n->check_live(what);
 }
 
 std::string Graph::unique_name(std::string_view hint) {
@@ -85,19 +107,35 @@ std::string Graph::unique_name(std::string_view hint) {
   return candidate;
 }
 
-Graph::NodeStore::iterator Graph::insert_position() {
+Node* Graph::insert_position() const {
   if (!insert_stack_.empty()) return insert_stack_.back();
-  if (!nodes_.empty() && nodes_.back()->op() == NodeOp::Output) return std::prev(nodes_.end());
-  return nodes_.end();
+  if (tail_ != nullptr && tail_->op() == NodeOp::Output) return tail_;
+  return nullptr;
+}
+
+void Graph::link_before(Node* n, Node* before) {
+  n->next_ = before;
+  n->prev_ = before != nullptr ? before->prev_ : tail_;
+  (n->prev_ != nullptr ? n->prev_->next_ : head_) = n;
+  (before != nullptr ? before->prev_ : tail_) = n;
+}
+
+void Graph::unlink(Node* n) {
+  // n keeps its own links: a walk standing on an erased node goes on from there.
+  (n->prev_ != nullptr ? n->prev_->next_ : head_) = n->next_;
+  (n->next_ != nullptr ? n->next_->prev_ : tail_) = n->prev_;
 }
 
 Node* Graph::insert(std::unique_ptr<Node> node) {
   // A second output would be appended after the first; everything else goes before it.
-  auto pos = node->op() == NodeOp::Output && insert_stack_.empty() ? nodes_.end() : insert_position();
+  Node* before = node->op() == NodeOp::Output && insert_stack_.empty() ? nullptr : insert_position();
   Node* raw = node.get();
-  raw->position_ = nodes_.insert(pos, std::move(node));
-  by_name_[raw->name_] = raw;
+  // Inputs first: a node with an erased argument is refused before it joins the graph.
   raw->refresh_inputs();
+  owned_.push_back(std::move(node));
+  link_before(raw, before);
+  ++size_;
+  by_name_[raw->name_] = raw;
   return raw;
 }
 
@@ -140,55 +178,60 @@ Node* Graph::node_copy(const Node& source, const std::function<Node*(Node*)>& ma
 }
 
 InsertGuard Graph::inserting_before(Node* n) {
-  QFLOW_CHECK(n != nullptr && &n->graph() == this, "Graph::inserting_before: the anchor node is not in this graph");
-  insert_stack_.push_back(n->position_);
+  check_live(n, "Graph::inserting_before");
+  insert_stack_.push_back(n);
   return InsertGuard(*this);
 }
 
 InsertGuard Graph::inserting_after(Node* n) {
-  QFLOW_CHECK(n != nullptr && &n->graph() == this, "Graph::inserting_after: the anchor node is not in this graph");
-  insert_stack_.push_back(std::next(n->position_));
+  check_live(n, "Graph::inserting_after");
+  insert_stack_.push_back(n->next_);
   return InsertGuard(*this);
 }
 
 void Graph::move_before(Node* n, Node* anchor) {
-  QFLOW_CHECK(n && anchor && &n->graph() == this && &anchor->graph() == this,
-              "Graph::move_before: both nodes must belong to this graph");
+  check_live(n, "Graph::move_before");
+  check_live(anchor, "Graph::move_before");
   if (n == anchor) return;
-  nodes_.splice(anchor->position_, nodes_, n->position_);
+  // An insertion point on n stays on n, as a std::list iterator would: the points are nodes.
+  unlink(n);
+  link_before(n, anchor);
 }
 
 void Graph::move_after(Node* n, Node* anchor) {
-  QFLOW_CHECK(n && anchor && &n->graph() == this && &anchor->graph() == this,
-              "Graph::move_after: both nodes must belong to this graph");
+  check_live(n, "Graph::move_after");
+  check_live(anchor, "Graph::move_after");
   if (n == anchor) return;
-  nodes_.splice(std::next(anchor->position_), nodes_, n->position_);
+  unlink(n);
+  link_before(n, anchor->next_);
 }
 
 void Graph::erase_node(Node* n) {
-  QFLOW_CHECK(n != nullptr && &n->graph() == this, "Graph::erase_node: the node is not in this graph");
+  check_live(n, "Graph::erase_node");
   QFLOW_CHECK(n->users().empty(), "Graph::erase_node: cannot erase %{} because it is still used by {} (replace those uses first)",
               n->name(), describe_users(*n));
   for (Node* input : n->inputs_) input->remove_user(n);
   n->inputs_.clear();
-  for (auto& pos : insert_stack_)
-    if (pos == n->position_) ++pos;  // an insertion point on the erased node moves to its successor
+  for (Node*& pos : insert_stack_)
+    if (pos == n) pos = n->next_;  // an insertion point on the erased node moves to its successor
   by_name_.erase(n->name_);
-  nodes_.erase(n->position_);
+  unlink(n);  // n keeps its links and stays alive: Note [Erasing during a walk]
+  n->erased_ = true;
+  --size_;
 }
 
 std::vector<Node*> Graph::replace_all_uses_with(Node* old, Node* replacement, const std::function<bool(const Node&)>& filter) {
-  QFLOW_CHECK(old != nullptr && &old->graph() == this, "Graph::replace_all_uses_with: the node is not in this graph");
+  check_live(old, "Graph::replace_all_uses_with");
   return old->replace_all_uses_with(replacement, filter);
 }
 
 void Graph::replace_input_with(Node* user, Node* old, Node* replacement) {
-  QFLOW_CHECK(user != nullptr && &user->graph() == this, "Graph::replace_input_with: the user node is not in this graph");
+  check_live(user, "Graph::replace_input_with");
   user->replace_input_with(old, replacement);
 }
 
 void Graph::rename(Node* n, const std::string& name) {
-  QFLOW_CHECK(n != nullptr && &n->graph() == this, "Graph::rename: the node is not in this graph");
+  check_live(n, "Graph::rename");
   if (n->name_ == name) return;
   QFLOW_CHECK(is_identifier(name), "Graph::rename: '{}' is not a valid node name (letters, digits and '_', not starting with a digit)", name);
   QFLOW_CHECK(!by_name_.count(name), "Graph::rename: cannot rename %{} to '{}': the name is taken", n->name_, name);
@@ -199,16 +242,16 @@ void Graph::rename(Node* n, const std::string& name) {
 
 size_t Graph::eliminate_dead_code(const std::function<bool(const Node&)>& is_impure) {
   size_t erased = 0;
-  // Last to first: erasing a node can make its inputs dead, and they come earlier.
-  // Plain iterators walked backwards: a reverse_iterator refers to its element through the
-  // successor, which may be the node just erased.
-  for (auto it = nodes_.end(); it != nodes_.begin();) {
-    Node* n = (--it)->get();
+  // Last to first: erasing a node can make its inputs dead, and they come earlier. Only the
+  // node in hand is erased, and prev() leads on from it (Note [Erasing during a walk]).
+  for (Node* n = tail_; n != nullptr;) {
+    Node* previous = n->prev();
     const bool impure = is_impure ? is_impure(*n) : n->is_impure();
-    if (!n->users().empty() || impure) continue;
-    it = std::next(it);  // the successor survives the erasure; the loop steps back from it
-    erase_node(n);
-    ++erased;
+    if (n->users().empty() && !impure) {
+      erase_node(n);
+      ++erased;
+    }
+    n = previous;
   }
   return erased;
 }
@@ -217,8 +260,8 @@ std::unique_ptr<Graph> Graph::clone(std::unordered_map<const Node*, Node*>* mapp
   auto copy = std::make_unique<Graph>();
   std::unordered_map<const Node*, Node*> local;
   auto& map = mapping ? *mapping : local;
-  for (const auto& n : nodes_) {
-    map[n.get()] = copy->node_copy(*n, [&](Node* src) {
+  for (const Node* n : *this) {  // the live nodes: an erased node is not part of the graph
+    map[n] = copy->node_copy(*n, [&](Node* src) {
       auto it = map.find(src);
       QFLOW_CHECK(it != map.end(), "Graph::clone: %{} uses %{}, which is not defined before it (run lint())", n->name(), src->name());
       return it->second;

@@ -41,11 +41,20 @@ Node::Node(Graph* graph, NodeOp op, std::string name, std::string target, Argume
       kwargs_(std::move(kwargs)) {}
 
 Node* Node::next() const {
-  auto it = std::next(position_);
-  return it == graph_->nodes_.end() ? nullptr : it->get();
+  Node* n = next_;
+  while (n != nullptr && n->erased_) n = n->next_;
+  return n;
 }
 
-Node* Node::prev() const { return position_ == graph_->nodes_.begin() ? nullptr : std::prev(position_)->get(); }
+Node* Node::prev() const {
+  Node* n = prev_;
+  while (n != nullptr && n->erased_) n = n->prev_;
+  return n;
+}
+
+void Node::check_live(std::string_view what) const {
+  QFLOW_CHECK(!erased_, "{}: %{} was erased from its graph (Graph::erase_node); it can no longer be used", what, name_);
+}
 
 void Node::add_user(Node* user) {
   if (std::find(users_.begin(), users_.end(), user) == users_.end()) users_.push_back(user);
@@ -53,14 +62,25 @@ void Node::add_user(Node* user) {
 
 void Node::remove_user(Node* user) { std::erase(users_, user); }
 
-void Node::refresh_inputs() {
+std::vector<Node*> Node::input_nodes_of(const Arguments& args, const Kwargs& kwargs) const {
   std::vector<Node*> fresh;
   auto collect = [&](Node* n) {
     QFLOW_CHECK(n != nullptr, "fx: node %{} got a null node argument", name_);
+    QFLOW_CHECK(!n->erased_, "fx: node %{} got the erased node %{} as an argument (Graph::erase_node)", name_, n->name_);
     if (std::find(fresh.begin(), fresh.end(), n) == fresh.end()) fresh.push_back(n);
   };
-  for (const Argument& a : args_) for_each_node(a, collect);
-  for (const auto& [key, a] : kwargs_) for_each_node(a, collect);
+  for (const Argument& a : args) for_each_node(a, collect);
+  for (const auto& [key, a] : kwargs) for_each_node(a, collect);
+  return fresh;
+}
+
+void Node::refresh_inputs() { assign(args_, kwargs_); }
+
+void Node::assign(Arguments args, Kwargs kwargs) {
+  // Checked before anything changes: a refused argument leaves the node as it was.
+  std::vector<Node*> fresh = input_nodes_of(args, kwargs);
+  args_ = std::move(args);
+  kwargs_ = std::move(kwargs);
   for (Node* old : inputs_)
     if (std::find(fresh.begin(), fresh.end(), old) == fresh.end()) old->remove_user(this);
   for (Node* n : fresh) n->add_user(this);
@@ -85,43 +105,54 @@ const Argument* Node::arg(std::string_view name) const {
 }
 
 void Node::set_args(Arguments args) {
-  args_ = std::move(args);
-  refresh_inputs();
+  check_live("Node::set_args");
+  assign(std::move(args), kwargs_);
 }
 
 void Node::set_kwargs(Kwargs kwargs) {
-  kwargs_ = std::move(kwargs);
-  refresh_inputs();
+  check_live("Node::set_kwargs");
+  assign(args_, std::move(kwargs));
 }
 
 void Node::set_arg(size_t index, Argument value) {
+  check_live("Node::set_arg");
   QFLOW_CHECK(index < args_.size(), "Node::set_arg: %{} has {} arguments, no index {}", name_, args_.size(), index);
-  args_[index] = std::move(value);
-  refresh_inputs();
+  Arguments args = args_;
+  args[index] = std::move(value);
+  assign(std::move(args), kwargs_);
 }
 
 void Node::set_kwarg(const std::string& key, Argument value) {
-  auto it = std::find_if(kwargs_.begin(), kwargs_.end(), [&](const auto& kv) { return kv.first == key; });
-  if (it == kwargs_.end()) kwargs_.emplace_back(key, std::move(value));
+  check_live("Node::set_kwarg");
+  Kwargs kwargs = kwargs_;
+  auto it = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == key; });
+  if (it == kwargs.end()) kwargs.emplace_back(key, std::move(value));
   else it->second = std::move(value);
-  refresh_inputs();
+  assign(args_, std::move(kwargs));
 }
 
 bool Node::erase_kwarg(const std::string& key) {
-  const size_t n = std::erase_if(kwargs_, [&](const auto& kv) { return kv.first == key; });
-  refresh_inputs();
+  check_live("Node::erase_kwarg");
+  Kwargs kwargs = kwargs_;
+  const size_t n = std::erase_if(kwargs, [&](const auto& kv) { return kv.first == key; });
+  assign(args_, std::move(kwargs));
   return n > 0;
 }
 
 void Node::replace_input_with(Node* old, Node* replacement) {
+  check_live("Node::replace_input_with");
   auto swap = [&](Node* n) { return n == old ? replacement : n; };
-  for (Argument& a : args_) a = map_nodes(a, swap);
-  for (auto& [key, a] : kwargs_) a = map_nodes(a, swap);
-  refresh_inputs();
+  Arguments args = args_;
+  Kwargs kwargs = kwargs_;
+  for (Argument& a : args) a = map_nodes(a, swap);
+  for (auto& [key, a] : kwargs) a = map_nodes(a, swap);
+  assign(std::move(args), std::move(kwargs));
 }
 
 std::vector<Node*> Node::replace_all_uses_with(Node* replacement, const std::function<bool(const Node&)>& filter) {
   QFLOW_CHECK(replacement != nullptr, "Node::replace_all_uses_with: the replacement of %{} is null", name_);
+  check_live("Node::replace_all_uses_with");
+  replacement->check_live("Node::replace_all_uses_with");
   std::vector<Node*> changed;
   if (replacement == this) return changed;
   const std::vector<Node*> users = users_;  // replace_input_with edits users_

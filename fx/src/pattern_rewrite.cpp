@@ -49,9 +49,10 @@ std::string fresh_path(const GraphModule& gm, const std::string& base) {
 
 void check_match(const Graph& graph, const Match& match, const std::unordered_set<const Node*>& inside) {
   QFLOW_CHECK(!match.nodes.empty(), "fx::replace_chain: the match is empty");
-  std::unordered_set<const Node*> in_graph(graph.begin(), graph.end());
   for (const Node* n : match.nodes) {
-    QFLOW_CHECK(in_graph.count(n), "fx::replace_chain: a node of the match is not in this graph (erased, or a stale match)");
+    // An erased node stays alive, so a stale match is told apart by its flag (Note [Erasing during a walk]).
+    QFLOW_CHECK(&n->graph() == &graph, "fx::replace_chain: a node of the match is not in this graph");
+    QFLOW_CHECK(!n->erased(), "fx::replace_chain: %{} of the match was erased (a stale match)", n->name());
     QFLOW_CHECK(n->op() != NodeOp::Placeholder && n->op() != NodeOp::Output,
                 "fx::replace_chain: %{} is a {} node and cannot be replaced", n->name(), op_name(n->op()));
   }

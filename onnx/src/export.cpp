@@ -183,15 +183,21 @@ ExportSummary convert(const fx::GraphModule& source, const TensorList& examples,
               placeholders.size(), examples.size());
   const fx::Node* out_node = gm->graph().output_node();
   QFLOW_CHECK(out_node && !out_node->args().empty(), "onnx export: the graph has no output");
-  const fx::Argument& result_arg = out_node->args()[0];
-  std::vector<const fx::Node*> results;
-  if (result_arg.is_node_list()) {
-    for (const fx::Node* r : result_arg.node_list()) results.push_back(r);
-  } else {
-    QFLOW_CHECK(result_arg.is_node(), "onnx export: the graph's output {} is not a tensor or a list of tensors",
-                fx::format_argument(result_arg));
-    results.push_back(result_arg.node());
-  }
+  // The nodes the graph returns. Read again after inline_modules, which replaces a returned
+  // module call by the nodes of its forward and erases it (Note [Erasing during a walk]).
+  const auto graph_results = [out_node] {
+    const fx::Argument& result_arg = out_node->args()[0];
+    std::vector<const fx::Node*> results;
+    if (result_arg.is_node_list()) {
+      for (const fx::Node* r : result_arg.node_list()) results.push_back(r);
+    } else {
+      QFLOW_CHECK(result_arg.is_node(), "onnx export: the graph's output {} is not a tensor or a list of tensors",
+                  fx::format_argument(result_arg));
+      results.push_back(result_arg.node());
+    }
+    return results;
+  };
+  std::vector<const fx::Node*> results = graph_results();
   const std::vector<std::string> in_names = io_names(o.input_names, o.input_name, examples.size(), "input");
   const std::vector<std::string> out_names = io_names(o.output_names, o.output_name, results.size(), "output");
   std::set<std::string> reserved(in_names.begin(), in_names.end());
@@ -200,6 +206,8 @@ ExportSummary convert(const fx::GraphModule& source, const TensorList& examples,
                 "onnx export: graph input and output names must be non-empty and distinct, got '{}' twice", name);
   const std::vector<std::vector<Dim>> out_dims = propagate_shapes(*gm, examples, o, out_names);
   detail::inline_modules(*gm);
+  results = graph_results();
+  QFLOW_ASSERT(results.size() == out_names.size(), "onnx export: inlining changed the number of graph outputs");
 
   ::onnx::ModelProto model;
   detail::GraphBuilder builder(*model.mutable_graph());

@@ -96,6 +96,9 @@ void splice(fx::GraphModule& gm, fx::Node& n, const fx::GraphModule& sub) {
 }  // namespace
 
 void inline_modules(fx::GraphModule& gm) {
+  // splice erases the node the walk stands on (Note [Erasing during a walk]); the nodes it
+  // adds come before it, outside the snapshot, and need no inlining (they are traced down to
+  // modules with converters).
   for (fx::Node* n : gm.graph().nodes()) {
     if (n->op() != fx::NodeOp::CallModule || has_converter(*gm.get_submodule(n->target()))) continue;
     auto sub = trace_module(gm, *n);

@@ -110,14 +110,16 @@ std::string IntegerFusions::to_string() const {
 IntegerFusions fuse_integer_layers(fx::GraphModule& gm) {
   IntegerFusions done;
   done.activations = fx::fuse_activations(gm);
-  const auto nodes = [&gm] { return std::vector<fx::Node*>(gm.graph().begin(), gm.graph().end()); };
-  for (fx::Node* n : nodes())
+  // fuse_residual erases the add ahead of the walk and moves the conv: walk a snapshot, which
+  // skips the erased adds (Note [Erasing during a walk]).
+  fx::Graph& g = gm.graph();
+  for (fx::Node* n : g.nodes())
     if (fuse_residual(gm, n)) ++done.residual_adds;
-  for (fx::Node* n : nodes())
+  for (fx::Node* n : g.nodes())
     if (requantize_for_successor(gm, n)) ++done.requantized;
   std::unordered_map<const fx::Node*, size_t> order;
-  for (const fx::Node* n : gm.graph()) order.emplace(n, order.size());
-  for (fx::Node* n : nodes())
+  for (const fx::Node* n : g) order.emplace(n, order.size());
+  for (fx::Node* n : g.nodes())
     if (sum_residual_in_place(gm, n, order)) ++done.in_place_residuals;
   gm.recompile();
   return done;

@@ -10,6 +10,21 @@ endforeach()
 file(REMOVE_RECURSE ${WORK_DIR})
 set(_prefix ${WORK_DIR}/prefix)
 
+# A sanitized build (QFLOW_SANITIZE, tools/run-tests --sanitize) installs an instrumented
+# libqflow.so, which calls the sanitizers' runtime (__asan_report_load4, ...): the consumer is
+# built with the same -fsanitize flags, as a user of such a build would.
+file(STRINGS ${BUILD_DIR}/CMakeCache.txt _sanitize REGEX "^QFLOW_SANITIZE:")
+string(REGEX REPLACE "^[^=]*=" "" _sanitize "${_sanitize}")
+set(_sanitize_flags)
+if(_sanitize)
+  string(REPLACE "," ";" _sans "${_sanitize}")
+  foreach(_san IN LISTS _sans)
+    list(APPEND _sanitize_flags -fsanitize=${_san})
+  endforeach()
+  list(APPEND _sanitize_flags -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  message(STATUS "qflow was built with QFLOW_SANITIZE=${_sanitize}: the consumer is built with ${_sanitize_flags}")
+endif()
+
 message(STATUS "installing ${BUILD_DIR} into ${_prefix}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${_prefix}
                 OUTPUT_QUIET COMMAND_ERROR_IS_FATAL ANY)
@@ -39,6 +54,7 @@ extract_example("## Quantization aware training" ${_examples}/quantization_aware
 message(STATUS "configuring and building the consumer project against the installed qflow")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
                         -DCMAKE_PREFIX_PATH=${_prefix} -DREADME_EXAMPLES=${_examples} -DCMAKE_BUILD_TYPE=Release
+                        "-DQFLOW_SANITIZE=${_sanitize}"
                 COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build -j 2 COMMAND_ERROR_IS_FATAL ANY)
 
@@ -60,7 +76,7 @@ execute_process(COMMAND ${_pkg_config} --cflags --libs qflow OUTPUT_VARIABLE _fl
                 COMMAND_ERROR_IS_FATAL ANY)
 separate_arguments(_flags UNIX_COMMAND "${_flags}")
 message(STATUS "pkg-config --cflags --libs qflow: ${_flags}")
-execute_process(COMMAND c++ ${_examples}/writing_a_model.cpp -o ${WORK_DIR}/writing_a_model_pc ${_flags}
+execute_process(COMMAND c++ ${_sanitize_flags} ${_examples}/writing_a_model.cpp -o ${WORK_DIR}/writing_a_model_pc ${_flags}
                 COMMAND_ERROR_IS_FATAL ANY)
 # A plain link records no run-time path (CMake's does): the loader is told, as a user would be.
 get_filename_component(_lib_dir "${_pc_dir}" DIRECTORY)

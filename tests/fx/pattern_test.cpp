@@ -213,7 +213,7 @@ TEST(ReplaceChainTest, RefusesStaleMatchesAndPathsOthersUse) {
   // A node that is gone.
   replace_chain(*gm, chain, std::make_shared<nn::Identity>());
   EXPECT_THAT(error_of([&] { replace_chain(*gm, chain, std::make_shared<nn::Identity>()); }),
-              HasSubstr("fx::replace_chain: a node of the match is not in this graph"));
+              HasSubstr("of the match was erased (a stale match)"));
   EXPECT_THAT(error_of([&] { replace_chain(*gm, Match{}, std::make_shared<nn::Identity>()); }),
               HasSubstr("fx::replace_chain: the match is empty"));
   EXPECT_NO_THROW(gm->recompile());

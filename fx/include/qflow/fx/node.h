@@ -10,7 +10,6 @@
 // re-derives users from the arguments and compares, so a broken invariant cannot go unseen.
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -86,7 +85,11 @@ class Node {
   /// Nodes this node reads (args, then kwargs), each once, in order of first appearance.
   const std::vector<Node*>& all_input_nodes() const { return inputs_; }
   Graph& graph() const { return *graph_; }
-  /// Neighbours in the graph's order; null at the ends.
+  /// True once Graph::erase_node removed it: the node is out of the graph's order, kept alive
+  /// by the graph and no longer usable (Note [Erasing during a walk] in graph.h).
+  bool erased() const { return erased_; }
+  /// Live neighbours in the graph's order; null at the ends. For an erased node, the live nodes
+  /// that followed and preceded it.
   Node* next() const;
   Node* prev() const;
 
@@ -123,6 +126,13 @@ class Node {
   Node(Graph* graph, NodeOp op, std::string name, std::string target, Arguments args, Kwargs kwargs);
   /// Recomputes inputs_ from args_/kwargs_ and patches users of old and new inputs.
   void refresh_inputs();
+  /// Sets args_/kwargs_ and refreshes the inputs; throws, changing nothing, when an argument
+  /// is a null or erased node.
+  void assign(Arguments args, Kwargs kwargs);
+  /// The nodes `args` and `kwargs` reference, each once, in order; throws for null or erased.
+  std::vector<Node*> input_nodes_of(const Arguments& args, const Kwargs& kwargs) const;
+  /// Throws when the node is erased; `what` names the caller.
+  void check_live(std::string_view what) const;
   void remove_user(Node* user);
   void add_user(Node* user);
 
@@ -135,7 +145,11 @@ class Node {
   std::vector<Node*> inputs_;
   std::vector<Node*> users_;
   NodeMeta meta_;
-  std::list<std::unique_ptr<Node>>::iterator position_;  // this node's slot in the graph's list
+  // The graph's doubly linked list. An erased node keeps the links it had when it was erased,
+  // so a walk standing on it can go on (Note [Erasing during a walk]).
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
+  bool erased_ = false;
 };
 
 }  // namespace qflow::fx
