@@ -93,6 +93,7 @@ endif()
 message(STATUS "configuring and building the consumer project against the build tree (-Dqflow_DIR)")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build-tree-consumer
                         -Dqflow_DIR=${BUILD_DIR} -DREADME_EXAMPLES=${_examples} -DCMAKE_BUILD_TYPE=Release
+                        "-DQFLOW_SANITIZE=${_sanitize}"
                 COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build-tree-consumer --target writing_a_model
                 COMMAND_ERROR_IS_FATAL ANY)
