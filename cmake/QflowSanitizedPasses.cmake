@@ -15,7 +15,7 @@
 set(_san_pass_layers fx quant onnx)
 set(_san_pass_tests
     fx/*.cpp
-    quant/integer_deploy_test.cpp
+    quant/integer_deploy_test.cpp quant/layer_by_layer.cpp
     onnx/export_errors_test.cpp)
 set(_sources)
 foreach(layer IN LISTS _san_pass_layers)
