@@ -120,11 +120,13 @@ void quantize_run(const T* __restrict x, T* __restrict y, int64_t n, T s, T z, T
 }
 
 // q[j] = clamp(round(x[j] / s + z), lo, hi) as the integer type Q: fake_quantize's integers.
+// A NaN has no integer (casting it is undefined behaviour, which UBSan reported): the clamp is
+// written so that it takes lo, as -inf does. (quantize_run keeps it NaN: it stays float.)
 template <typename T, typename Q>
 void integer_run(const T* __restrict x, Q* __restrict q, int64_t n, T s, T z, T lo, T hi) {
   for (int64_t j = 0; j < n; ++j) {
     T v = x[j] / s + z;
-    v = v < lo ? lo : v;
+    v = v >= lo ? v : lo;
     v = v > hi ? hi : v;
     q[j] = static_cast<Q>(round_half_even(v));
   }

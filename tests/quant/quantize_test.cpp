@@ -1,6 +1,9 @@
 // quantize: the integers of fake_quantize (Note [Quantization numerics]) stored as uint8, int8
 // or int32: hand-computed ties and clamps, (q - zero_point) * scale equal to fake_quantize bit
 // for bit per tensor and per channel, and argument errors.
+#include <cmath>
+#include <limits>
+
 #include "quant/quant_test_util.h"
 
 using namespace qflow;
@@ -20,6 +23,16 @@ TEST(QuantizeTest, RoundsHalfToEvenClampsAndStoresTheIntegerType) {
   const Tensor u = quantize(vec({-6.0f, -4.75f, 0.0f, 0.25f, 0.75f, 200.0f}), vec({0.5f}), vec({10.0f}), 0, 255);
   EXPECT_EQ(u.dtype(), DType::UInt8);
   EXPECT_THAT(to_vector<uint8_t>(u), ElementsAre(0, 0, 10, 10, 12, 255));  // 10.5 → 10, 11.5 → 12 (to even)
+}
+
+// A NaN has no integer: it takes the grid's low end, as -inf does (casting it was undefined
+// behaviour, found by UBSan); +inf takes the high end. fake_quantize keeps the NaN.
+TEST(QuantizeTest, NonFiniteValuesClampToTheGridsEnds) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(to_vector<int8_t>(quantize(vec({nan, -inf, inf, 1.0f}), vec({1.0f}), vec({0.0f}), -128, 127, 0, DType::Int8)),
+              ElementsAre(-128, -128, 127, 1));
+  EXPECT_THAT(to_vector<uint8_t>(quantize(vec({nan, -inf, inf}), vec({0.5f}), vec({10.0f}), 0, 255)), ElementsAre(0, 0, 255));
+  EXPECT_TRUE(std::isnan(to_vector<float>(fake_quantize(vec({nan}), vec({1.0f}), vec({0.0f}), -128, 127))[0]));
 }
 
 TEST(QuantizeTest, DequantizedIntegersEqualFakeQuantizeBitForBit) {
