@@ -41,6 +41,18 @@ std::pair<size_t, size_t> integer_layers_of(nn::Module& m) {
   return {layers - float_layers(m).size(), layers};
 }
 
+// The fused ResNet18 deploy model with one wrong requantization: layer1.0.conv1 writes its
+// successor's integers on twice the right scale.
+std::shared_ptr<fx::GraphModule> deploy_requantizing_wrongly() {
+  auto deploy = trained_deploy(integer_zoo()[0], QConfig{});
+  fuse_integer_layers(*deploy);
+  const auto conv1 = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv1"));
+  QFLOW_CHECK(conv1->output_grid().has_value(), "layer1.0.conv1 should requantize for its successor");
+  const quant::detail::OutputGrid right = *conv1->output_grid();
+  conv1->requantize_output(quant::detail::OutputGrid{right.scale * 2, right.zero_point, right.qconfig});
+  return deploy;
+}
+
 }  // namespace
 
 // What the design guarantees, on any CPU and summation order (Note [Integer activations]):
@@ -121,13 +133,7 @@ INSTANTIATE_TEST_SUITE_P(PublishedConfigs, IntegerZooAffine,
 // The comparison above can fail: a layer that requantizes onto a grid other than its
 // successor's (here twice the scale) hands it integers that are off by far more than a tie.
 TEST(IntegerZooTest, LayerByLayerComparisonCatchesAWrongRequantization) {
-  const QConfig qc;
-  auto deploy = trained_deploy(integer_zoo()[0], qc);
-  fuse_integer_layers(*deploy);
-  const auto conv1 = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv1"));
-  ASSERT_TRUE(conv1->output_grid());
-  const quant::detail::OutputGrid right = *conv1->output_grid();
-  conv1->requantize_output(quant::detail::OutputGrid{right.scale * 2, right.zero_point, right.qconfig});
+  const auto deploy = deploy_requantizing_wrongly();
   manual_seed(13);
   bool caught = false;
   for (const LayerInputIntegers& l : compare_layer_inputs(*deploy, zoo_batch(integer_zoo()[0], 2))) {
@@ -146,13 +152,7 @@ TEST(IntegerZooTest, LayerByLayerComparisonCatchesAWrongRequantization) {
 // The end-to-end comparison catches it too: the first layer whose input differs by more than a
 // tie (an earlier layer may differ at a tie on some CPU) is the one given the wrong integers.
 TEST(IntegerZooTest, EndToEndComparisonCatchesAWrongRequantization) {
-  const QConfig qc;
-  auto deploy = trained_deploy(integer_zoo()[0], qc);
-  fuse_integer_layers(*deploy);
-  const auto conv1 = std::dynamic_pointer_cast<DConv2d>(deploy->get_submodule("layer1.0.conv1"));
-  ASSERT_TRUE(conv1->output_grid());
-  const quant::detail::OutputGrid right = *conv1->output_grid();
-  conv1->requantize_output(quant::detail::OutputGrid{right.scale * 2, right.zero_point, right.qconfig});
+  const auto deploy = deploy_requantizing_wrongly();
   manual_seed(13);
   const std::vector<LayerInputIntegers> layers = compare_layer_inputs_end_to_end(*deploy, zoo_batch(integer_zoo()[0], 2));
   const auto wrong = std::find_if(layers.begin(), layers.end(), [](const LayerInputIntegers& l) {
