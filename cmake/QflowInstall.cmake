@@ -24,7 +24,9 @@ add_library(qflow SHARED)
 add_library(qflow::qflow ALIAS qflow)
 foreach(layer IN LISTS QFLOW_LAYERS)
   target_sources(qflow PRIVATE $<TARGET_OBJECTS:qflow_${layer}_objects>)
-  target_include_directories(qflow PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/${layer}/include>)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/${layer}/include)  # cuda/ has no public headers: core's API covers devices
+    target_include_directories(qflow PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/${layer}/include>)
+  endif()
   # The static layer libraries bring their private dependencies (oneDNN, OpenBLAS, libpng, MPI,
   # protobuf, ...) to the link; their objects are already in, so nothing else is taken.
   target_link_libraries(qflow PRIVATE qflow_${layer})
@@ -35,10 +37,18 @@ target_include_directories(qflow PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/
 target_link_libraries(qflow PUBLIC fmt::fmt OpenMP::OpenMP_CXX)
 target_compile_features(qflow PUBLIC cxx_std_20)
 set_target_properties(qflow PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+if(QFLOW_HAVE_CUDA)
+  # cuBLAS and cuDNN are shared libraries outside the loader's default path (/usr/local/cuda):
+  # the installed library finds them where it was built against them.
+  get_filename_component(_qflow_cudnn_dir ${QFLOW_CUDNN_LIBRARY} DIRECTORY)
+  set_target_properties(qflow PROPERTIES INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR};${_qflow_cudnn_dir}")
+endif()
 
 install(TARGETS qflow EXPORT qflowTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(dir IN LISTS QFLOW_LAYERS)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  if(EXISTS ${PROJECT_SOURCE_DIR}/${dir}/include)
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 

@@ -7,7 +7,7 @@
 namespace qflow::autograd {
 namespace {
 
-Tensor zero_like_scalar(const Tensor& g) { return scalar_tensor(0, g.dtype()); }
+Tensor zero_like_scalar(const Tensor& g) { return scalar_tensor(0, g.dtype(), g.device()); }
 
 // d(a^b)/da = b a^(b-1), taken as 0 where b = 0 (so 0^0 gives 0, not 0 * inf = nan);
 // d(a^b)/db = a^b log(a), taken as 0 where a = 0 and b >= 0 (PyTorch's conventions).
@@ -21,7 +21,7 @@ TensorList pow_backward(const BackwardContext& ctx, const TensorList& g) {
   }
   if (ctx.needs_grad("exponent")) {
     const Tensor d = mul(ctx.output(0), log(a));
-    const Tensor zero_base = where(eq(a, Scalar(0)), ge(b, Scalar(0)), scalar_tensor(false, DType::Bool));
+    const Tensor zero_base = where(eq(a, Scalar(0)), ge(b, Scalar(0)), scalar_tensor(false, DType::Bool, a.device()));
     gb = where(zero_base, zero_like_scalar(g[0]), mul(g[0], d));
   }
   return ctx.gradients({{"self", ga}, {"exponent", gb}});

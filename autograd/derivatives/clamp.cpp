@@ -11,7 +11,7 @@ namespace qflow::autograd {
 namespace {
 
 // g where mask, 0 elsewhere.
-Tensor masked(const Tensor& mask, const Tensor& g) { return where(mask, g, scalar_tensor(0, g.dtype())); }
+Tensor masked(const Tensor& mask, const Tensor& g) { return where(mask, g, scalar_tensor(0, g.dtype(), g.device())); }
 
 // Gradient flows where the output is positive (0 at x = 0, like PyTorch), in one fused pass
 // that keeps blocked activations blocked (Note [Opaque layouts]).

@@ -10,7 +10,7 @@ namespace {
 // The condition is a bool mask: it gets no gradient.
 TensorList where_backward(const BackwardContext& ctx, const TensorList& g) {
   const Tensor& cond = ctx.input("condition");
-  const Tensor zero = scalar_tensor(0, g[0].dtype());
+  const Tensor zero = scalar_tensor(0, g[0].dtype(), g[0].device());
   return ctx.gradients({{"self", ctx.needs_grad("self") ? where(cond, g[0], zero) : Tensor()},
                         {"other", ctx.needs_grad("other") ? where(cond, zero, g[0]) : Tensor()}});
 }

@@ -29,7 +29,7 @@ TensorList cat_backward(const BackwardContext& ctx, const TensorList& g) {
   for (size_t k = 0; k < count; ++k) {
     const bool wanted = ctx.needs_grad("tensors", k);
     if (skipped(k)) {
-      grads.push_back(wanted ? zeros({0}, g[0].dtype()) : Tensor());
+      grads.push_back(wanted ? zeros({0}, g[0].dtype(), g[0].device()) : Tensor());
       continue;
     }
     const int64_t n = ctx.input_sizes("tensors", k)[static_cast<size_t>(dim)];
@@ -50,7 +50,7 @@ TensorList stack_backward(const BackwardContext& ctx, const TensorList& g) {
 TensorList index_select_backward(const BackwardContext& ctx, const TensorList& g) {
   const int64_t dim = ctx.arg("dim").to_int();
   return ctx.gradients(
-      {{"self", index_add(zeros(ctx.input_sizes("self"), g[0].dtype()), dim, ctx.input("index"), g[0])}});
+      {{"self", index_add(zeros(ctx.input_sizes("self"), g[0].dtype(), g[0].device()), dim, ctx.input("index"), g[0])}});
 }
 
 // index_add(self, dim, index, source, alpha): self passes through; each source row went to

@@ -73,7 +73,7 @@ TensorList var_backward(const BackwardContext& ctx, const TensorList& g) {
 TensorList std_backward(const BackwardContext& ctx, const TensorList& g) {
   const Tensor& x = ctx.input("self");
   const Tensor& result = ctx.output(0);
-  const Tensor zero = scalar_tensor(0.0, result.dtype());
+  const Tensor zero = scalar_tensor(0.0, result.dtype(), result.device());
   const Tensor grad_var = where(eq(result, Scalar(0)), zero, div(g[0], mul(result, Scalar(2))));
   return {var_grad(grad_var, x, reduced_dims(x.sizes(), ctx.arg("dim").int_list()), ctx.arg("unbiased").to_bool(), ctx.arg("keepdim").to_bool())};
 }

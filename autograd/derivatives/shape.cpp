@@ -37,7 +37,7 @@ TensorList t_backward(const BackwardContext&, const TensorList& g) { return {t(g
 // gradient written through the same view (so any step or offset is honoured exactly).
 template <typename ViewFn>
 Tensor scatter_into_zeros(const BackwardContext& ctx, const Tensor& grad, const ViewFn& view_of) {
-  Tensor result = zeros(ctx.input_sizes("self"), grad.dtype());
+  Tensor result = zeros(ctx.input_sizes("self"), grad.dtype(), grad.device());
   Tensor window = view_of(result);
   copy_(window, grad);
   return result;

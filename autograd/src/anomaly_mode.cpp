@@ -46,7 +46,8 @@ const std::string& current_anomaly_scope() {
 std::string describe_non_finite(const Tensor& t) {
   if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return "";
   NoGradGuard no_grad;
-  const Tensor c = t.detach().contiguous();
+  // Counted on the host: anomaly mode trades speed for the answer (a device tensor is copied back).
+  const Tensor c = t.detach().to(Device::cpu()).contiguous();
   int64_t nan = 0, inf = 0;
   if (c.dtype() == DType::Float32) count_non_finite<float>(c, nan, inf);
   else count_non_finite<double>(c, nan, inf);

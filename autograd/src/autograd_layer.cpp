@@ -121,7 +121,7 @@ class AutogradLayer final : public DispatchLayer {
       const bool saved = a < signature.slots().size() && signature.slots()[a].saved;
       for (const size_t end = i + flat_count(signature.schema(), args, a); i < end; ++i) {
         const Tensor& t = inputs[i];
-        ctx.input_meta_.push_back(t.defined() ? TensorMeta{t.sizes(), t.dtype()} : TensorMeta{});
+        ctx.input_meta_.push_back(t.defined() ? TensorMeta{t.sizes(), t.dtype(), t.device()} : TensorMeta{});
         ctx.needs_grad_.push_back(needs_grad(t));
         node_edges.push_back(needs_grad(t) ? gradient_edge(t) : Edge{});
         ctx.saved_inputs_.push_back(saved && t.defined() ? std::make_shared<SavedTensor>(t, false) : nullptr);
@@ -146,7 +146,7 @@ class AutogradLayer final : public DispatchLayer {
       }
     }
     for (const Value& v : outputs) {
-      if (v.is_tensor() && v.tensor().defined()) ctx.output_meta_.push_back({v.tensor().sizes(), v.tensor().dtype()});
+      if (v.is_tensor() && v.tensor().defined()) ctx.output_meta_.push_back({v.tensor().sizes(), v.tensor().dtype(), v.tensor().device()});
       else ctx.output_meta_.push_back({});
     }
     if (rule.save_outputs) {

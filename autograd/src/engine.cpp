@@ -96,7 +96,7 @@ void execute(const std::vector<Edge>& roots, const TensorList& root_grads, bool 
         any = true;
       } else {
         const TensorMeta m = node->output_meta(i);
-        grads[i] = zeros(m.sizes, is_floating(m.dtype) ? m.dtype : DType::Float32);
+        grads[i] = zeros(m.sizes, is_floating(m.dtype) ? m.dtype : DType::Float32, m.device);
       }
     }
     std::vector<Tensor> out;
@@ -139,7 +139,7 @@ TensorList root_gradients(const TensorList& roots, const TensorList& grads) {
       QFLOW_CHECK(roots[i].numel() == 1,
                   "backward: grad can be implicitly created only for scalar outputs (got shape {}); pass a gradient",
                   roots[i].sizes());
-      out.push_back(ones(roots[i].sizes(), roots[i].dtype()));
+      out.push_back(ones(roots[i].sizes(), roots[i].dtype(), roots[i].device()));
     }
   }
   return out;

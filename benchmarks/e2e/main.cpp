@@ -5,14 +5,19 @@
 //   qflow-bench-e2e --workload qat                  # QAT training step (ResNet18, batch 128)
 //   qflow-bench-e2e --workload qat-batch            # ... with OneFlow's batch-statistics BN fold
 //   qflow-bench-e2e --workload deploy               # the deploy model: batch 1 latency, 128 throughput
+//   qflow-bench-e2e --device cuda --workload train --batch 512   # on the GPU (float workloads)
 //
 // Prints one JSON line per workload (benchmarks/compare parses them). Peak memory is the
-// process' high-water mark, so the driver runs each workload in its own process.
+// process' high-water mark, so the driver runs each workload in its own process. With
+// --device cuda the model and batch live on the GPU, every timed run ends with
+// qflow::synchronize, and each line adds the device's peak allocated memory ("peak_device_mb");
+// "all" then means train and infer (the quantized workloads arrive on the GPU with issue 34).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <thread>
 
+#include "qflow/core/device_runtime.h"
 #include "qflow/qflow.h"
 #include "workloads.h"
 
@@ -24,12 +29,15 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int64_t sgemm_size = 2048;
   std::vector<int64_t> batches;
+  std::string device = "cpu";
   app.add_option("--workload", workload, "train | qat | qat-batch | infer | deploy | sgemm | all")
       ->check(CLI::IsMember({"train", "qat", "qat-batch", "infer", "deploy", "sgemm", "all"}))
       ->capture_default_str();
   app.add_option("--batch", batches, "batch sizes (default: train 32 and 128, qat and qat-batch 128, infer and deploy 1 and 128)");
   app.add_option("--model", s.model, "zoo model")->capture_default_str();
   app.add_option("--image-size", s.image_size, "input height and width")->capture_default_str();
+  app.add_option("--device", device, "cpu | cuda | cuda:N: where the model and batch live (cuda: train and infer)")
+      ->capture_default_str();
   app.add_option("--threads", threads, "threads for OpenMP and OpenBLAS")->capture_default_str();
   app.add_option("--warmup", s.warmup, "untimed runs before measuring")->capture_default_str();
   app.add_option("--repetitions", s.repetitions, "timed runs (median reported)")->capture_default_str();
@@ -40,13 +48,22 @@ int main(int argc, char** argv) {
 
   try {
     set_num_threads(threads);
+    s.device = Device::parse(device);
+    const bool gpu = !s.device.is_cpu();
+    if (gpu) {
+      QFLOW_CHECK(workload != "qat" && workload != "qat-batch" && workload != "deploy",
+                  "--workload {} runs on the CPU only: the quantized workloads arrive on the GPU with issue 34 (run it "
+                  "with --device cpu)", workload);
+      // Throws saying why where there is no GPU or no CUDA backend.
+      fmt::print(stderr, "qflow-bench-e2e: on {} ({})\n", device_runtime(s.device).device_name(s.device), s.device);
+    }
     auto for_batches = [&](std::vector<int64_t> defaults, auto&& fn) {
       for (int64_t b : batches.empty() ? defaults : batches) {
         s.batch = b;
         fn();
       }
     };
-    if (workload == "sgemm" || workload == "all") {
+    if (workload == "sgemm" || (workload == "all" && !gpu)) {
       fmt::print(R"({{"framework": "qflow", "workload": "sgemm_{}", "unit": "GFLOP/s", "median": {:.4g}, "threads": {}}})"
                  "\n",
                  sgemm_size, bench::sgemm_gflops(sgemm_size, 5), num_threads());
@@ -55,13 +72,13 @@ int main(int argc, char** argv) {
     if (workload == "train" || workload == "all") {
       for_batches({32, 128}, [&] { fmt::print("{}\n", bench::to_json(bench::train_step(s), false)); std::fflush(stdout); });
     }
-    if (workload == "qat" || workload == "all") {
+    if (workload == "qat" || (workload == "all" && !gpu)) {
       for_batches({128}, [&] {
         fmt::print("{}\n", bench::to_json(bench::qat_train_step(s, quant::BnFold::Running), false));
         std::fflush(stdout);
       });
     }
-    if (workload == "qat-batch" || workload == "all") {
+    if (workload == "qat-batch" || (workload == "all" && !gpu)) {
       for_batches({128}, [&] {
         fmt::print("{}\n", bench::to_json(bench::qat_train_step(s, quant::BnFold::Batch), false));
         std::fflush(stdout);
@@ -73,7 +90,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       });
     }
-    if (workload == "deploy" || workload == "all") {
+    if (workload == "deploy" || (workload == "all" && !gpu)) {
       for_batches({1, 128}, [&] {
         fmt::print("{}\n", bench::to_json(bench::deploy_inference(s), s.batch == 1));
         std::fflush(stdout);

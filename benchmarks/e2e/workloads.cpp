@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "qflow/core/device_runtime.h"
 #include "qflow/fx/fx.h"
 #include "qflow/qflow.h"
 
@@ -15,9 +16,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_of(const std::function<void()>& fn) {
+// Seconds of fn() until `device` finished the work it queued (the CPU: when fn returns).
+double seconds_of(const std::function<void()>& fn, Device device = Device::cpu()) {
   const auto start = Clock::now();
   fn();
+  synchronize(device);
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -32,16 +35,29 @@ nn::ModulePtr make_model(const RunSettings& s) {
   return models::create(s.model, {.num_classes = 10, .in_channels = s.in_channels, .image_size = s.image_size});
 }
 
+// On the CPU: the tracing inputs and the quantized workloads' batches. (randn draws on the
+// CPU whatever the device, so the numbers are the same on both.)
 Tensor random_images(const RunSettings& s, int64_t batch) {
   return randn({batch, s.in_channels, s.image_size, s.image_size});
+}
+
+// The timed batch, on the run's device.
+Tensor device_images(const RunSettings& s, int64_t batch) {
+  return randn({batch, s.in_channels, s.image_size, s.image_size}, DType::Float32, nullptr, s.device);
+}
+
+// A model built (and traced) on the CPU, moved to the run's device.
+nn::ModulePtr on_device(nn::ModulePtr model, const RunSettings& s) {
+  if (!s.device.is_cpu()) model->to(s.device);
+  return model;
 }
 
 // forward + cross_entropy + backward + SGD step of `model`, timed as workload `name`.
 Measurement sgd_steps(const std::string& name, nn::Module& model, const RunSettings& s) {
   model.train();
   nn::optim::SGD sgd(model.parameters(), nn::optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-  const Tensor images = random_images(s, s.batch);
-  const Tensor labels = randint(0, 10, {s.batch});
+  const Tensor images = device_images(s, s.batch);
+  const Tensor labels = s.device.is_cpu() ? randint(0, 10, {s.batch}) : randint(0, 10, {s.batch}).to(s.device);
   return measure(fmt::format("{}_{}_b{}", name, s.model, s.batch), s, s.batch, [&] {
     sgd.zero_grad();
     Tensor loss = cross_entropy(model(images), labels);
@@ -65,11 +81,17 @@ std::shared_ptr<fx::GraphModule> make_qat_model(const RunSettings& s, std::share
 
 Measurement measure(const std::string& workload, const RunSettings& settings, int64_t images_per_run,
                     const std::function<void()>& fn) {
+  const Device device = settings.device;
   for (int i = 0; i < settings.warmup; ++i) fn();
+  synchronize(device);  // the warm-up's queued work is not the first timed run's
   Measurement m{workload, {}, images_per_run};
+  m.device = device;
   reset_allocator_stats();
-  for (int i = 0; i < settings.repetitions; ++i) m.seconds.push_back(seconds_of(fn));
+  if (!device.is_cpu()) device_runtime(device).reset_peak_memory_stats(device);
+  for (int i = 0; i < settings.repetitions; ++i) m.seconds.push_back(seconds_of(fn, device));
   m.cache_hit_rate = allocator_stats().hit_rate();
+  if (!device.is_cpu())
+    m.peak_device_mb = static_cast<double>(device_runtime(device).memory_stats(device).peak_allocated) / (1024.0 * 1024.0);
   return m;
 }
 
@@ -82,11 +104,16 @@ std::string to_json(const Measurement& m, bool latency) {
   auto value = [&](double sec) { return latency ? sec * 1e3 : static_cast<double>(m.images_per_run) / sec; };
   const double lo = latency ? value(v.front()) : value(v.back());
   const double hi = latency ? value(v.back()) : value(v.front());
+  // The CPU's line is as before; a GPU's adds where it ran and its peak device memory.
+  const std::string device =
+      m.device.is_cpu() ? std::string()
+                        : fmt::format(R"(, "device": "{}", "device_name": "{}", "peak_device_mb": {:.1f})", m.device,
+                                      device_runtime(m.device).device_name(m.device), m.peak_device_mb);
   return fmt::format(
       R"({{"framework": "qflow", "workload": "{}", "unit": "{}", "median": {:.4g}, "min": {:.4g}, "max": {:.4g}, )"
-      R"("repetitions": {}, "peak_rss_mb": {:.1f}, "cache_hit_rate": {:.3f}, "threads": {}}})",
+      R"("repetitions": {}, "peak_rss_mb": {:.1f}, "cache_hit_rate": {:.3f}, "threads": {}{}}})",
       m.workload, latency ? "ms" : "images/s", value(median), lo, hi, v.size(), peak_rss_mb(), m.cache_hit_rate,
-      num_threads());
+      num_threads(), device);
 }
 
 namespace {
@@ -103,7 +130,9 @@ nn::ModulePtr runnable(const RunSettings& s, nn::ModulePtr model, bool eval) {
 
 }  // namespace
 
-Measurement train_step(const RunSettings& s) { return sgd_steps("train", *runnable(s, make_model(s), false), s); }
+Measurement train_step(const RunSettings& s) {
+  return sgd_steps("train", *on_device(runnable(s, make_model(s), false), s), s);
+}
 
 Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold) {
   auto qat = make_qat_model(s, nullptr, bn_fold);
@@ -132,8 +161,8 @@ Measurement deploy_inference(const RunSettings& s) {
 }
 
 Measurement inference(const RunSettings& s) {
-  nn::ModulePtr model = runnable(s, make_model(s), true);
-  const Tensor images = random_images(s, s.batch);
+  nn::ModulePtr model = on_device(runnable(s, make_model(s), true), s);
+  const Tensor images = device_images(s, s.batch);
   NoGradGuard no_grad;
   return measure(fmt::format("infer_{}_b{}", s.model, s.batch), s, s.batch, [&] { (void)(*model)(images); });
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "qflow/core/device.h"
 #include "qflow/quant/qconfig.h"
 
 namespace qflow::bench {
@@ -17,6 +18,9 @@ struct RunSettings {
   int64_t in_channels = 3;
   bool fuse = true;  // fx::fuse_activations on the traced model, as qflow-train runs it
   bool simulate = false;  // deploy: the float simulation instead of the integer kernels
+  // Where the model and the synthetic batch live (--device). On a GPU every timed run ends
+  // with qflow::synchronize, so the clock reads the finished work, not the queued launches.
+  Device device = Device::cpu();
 };
 
 /// Timings of one workload in seconds per run, plus how many images one run handles.
@@ -25,19 +29,27 @@ struct Measurement {
   std::vector<double> seconds;
   int64_t images_per_run = 0;
   double cache_hit_rate = 0;  // of the caching allocator over the timed runs
+  Device device = Device::cpu();
+  // On a GPU: the device allocator's peak over the timed runs (model, optimizer state and the
+  // step's activations; like torch.cuda.max_memory_allocated after reset_peak_memory_stats).
+  double peak_device_mb = 0;
 };
 
-/// Runs `fn` settings.warmup times untimed, then settings.repetitions times timed.
+/// Runs `fn` settings.warmup times untimed, then settings.repetitions times timed, each timed
+/// run ending when settings.device finished its work.
 Measurement measure(const std::string& workload, const RunSettings& settings, int64_t images_per_run,
                     const std::function<void()>& fn);
 
 /// One JSON line: workload, unit, median/min/max (images/s for throughput workloads, ms for
-/// latency), repetitions, and the process' peak resident memory so far.
+/// latency), repetitions, and the process' peak resident memory so far; on a GPU also
+/// "device" and "peak_device_mb".
 std::string to_json(const Measurement& m, bool latency);
 
 // Workloads. Each builds its model with a fixed seed and random inputs/labels and, with
 // settings.fuse, runs it traced and fused (fx::fuse_activations; inference also folds BN,
-// fx::fuse_conv_bn).
+// fx::fuse_conv_bn). The model is built and traced on the CPU, then moved to
+// settings.device with its batch (train_step and inference; the quantized workloads run on
+// the CPU only until issue 34).
 Measurement train_step(const RunSettings& s);   // forward + cross_entropy + backward + SGD step
 Measurement inference(const RunSettings& s);    // eval mode, no grad
 // The quantized model: traced, rewritten by quant::quantization_aware_training (8-bit

@@ -25,15 +25,7 @@ std::vector<TensorMeta> add_relu_meta(const OpArgs& a) {
 Stack add_relu_kernel(OpArgs& a) {
   const TensorMeta m = add_relu_meta(a)[0];
   const Tensor& x = a.tensor("self");
-  Tensor y = a.tensor("other");
-  if (x.impl()->opaque_layout() && x.dtype() == DType::Float32 && y.sizes() == x.sizes()) {
-    // Blocked activations stay blocked; a plain operand joins x's layout (Note [Opaque layouts]).
-    y = joined_to_layout_of(y, x);
-    Tensor o = new_opaque_like(x);
-    opaque_binary_into(o, x, y, [](float p, float q) { return relu_fn(p + q); });
-    return out(o);
-  }
-  make_plain_args(a);
+  const Tensor& y = a.tensor("other");
   Tensor o = new_tensor(m.sizes, m.dtype);
   const auto xs = broadcast_strides(x, m.sizes), ys = broadcast_strides(y, m.sizes);
   visit_floating(m.dtype, "add_relu", [&](auto tag) {
@@ -43,12 +35,26 @@ Stack add_relu_kernel(OpArgs& a) {
   return out(o);
 }
 
+// Blocked activations stay blocked; a plain operand joins x's layout (Note [Opaque layouts]).
+Stack add_relu_blocked_kernel(OpArgs& a) {
+  add_relu_meta(a);
+  const Tensor& x = a.tensor("self");
+  if (!x.impl()->opaque_layout() || x.dtype() != DType::Float32 || a.tensor("other").sizes() != x.sizes()) {
+    make_plain_args(a);
+    return add_relu_kernel(a);
+  }
+  const Tensor y = joined_to_layout_of(a.tensor("other"), x);
+  Tensor o = new_opaque_like(x);
+  opaque_binary_into(o, x, y, [](float p, float q) { return relu_fn(p + q); });
+  return out(o);
+}
+
 }  // namespace
 }  // namespace kernels
 
 QFLOW_REGISTER_OPS(add_relu) {
   registry.def("add_relu(Tensor self, Tensor other) -> Tensor", kernels::add_relu_meta, kernels::add_relu_kernel);
-  registry.allow_opaque_layout("add_relu");
+  registry.impl_blocked("add_relu", kernels::add_relu_blocked_kernel);
 }
 
 Tensor add_relu(const Tensor& self, const Tensor& other) {

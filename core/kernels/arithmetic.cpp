@@ -119,12 +119,21 @@ bool opaque_per_channel(const OpArgs& a, Tensor& result) {
 
 template <Arith K>
 Stack arith_kernel(OpArgs& a) {
+  const TensorMeta m = arith_meta<K>(a)[0];
+  Tensor o = new_tensor(m.sizes, m.dtype);
+  arith_into<K>(o, a.tensor("self"), a.tensor("other"), alpha_of(a));
+  return out(o);
+}
+
+// add, mul and div with a blocked operand: the cases above keep the layout, the others
+// compute on plain tensors.
+template <Arith K>
+Stack arith_blocked_kernel(OpArgs& a) {
   if constexpr (K == Arith::Add) {
     if (a.tensor("self").impl()->opaque_layout()) {
       Tensor o = new_opaque_like(a.tensor("self"));
       if (opaque_add(a, o)) return out(o);
     }
-    make_plain_args(a);
   }
   if constexpr (K == Arith::Mul || K == Arith::Div) {
     Tensor o;
@@ -134,12 +143,9 @@ Stack arith_kernel(OpArgs& a) {
       opaque_binary_into(o, a.tensor("self"), a.tensor("other"), [](float p, float q) { return p * q; });
       return out(o);
     }
-    make_plain_args(a);
   }
-  const TensorMeta m = arith_meta<K>(a)[0];
-  Tensor o = new_tensor(m.sizes, m.dtype);
-  arith_into<K>(o, a.tensor("self"), a.tensor("other"), alpha_of(a));
-  return out(o);
+  make_plain_args(a);
+  return arith_kernel<K>(a);
 }
 
 template <Arith K>
@@ -168,18 +174,21 @@ void check_inplace(Arith k, const Tensor& self, const std::vector<int64_t>& shap
 template <Arith K>
 Stack arith_inplace_kernel(OpArgs& a) {
   Tensor& self = a.tensor("self");
-  if constexpr (K == Arith::Add) {
-    if (self.impl()->opaque_layout() && opaque_add(a, self)) {
-      self.impl()->storage()->bump_version();
-      return out(self);
-    }
-    make_plain_args(a);
-  }
   const TensorMeta m = arith_meta<K>(a)[0];
   check_inplace(K, self, m.sizes, m.dtype);
   arith_into<K>(self, self, a.tensor("other"), alpha_of(a));
   self.impl()->storage()->bump_version();
   return out(self);
+}
+
+Stack add_inplace_blocked_kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
+  if (self.impl()->opaque_layout() && opaque_add(a, self)) {
+    self.impl()->storage()->bump_version();
+    return out(self);
+  }
+  make_plain_args(a);
+  return arith_inplace_kernel<Arith::Add>(a);
 }
 
 template <Arith K>
@@ -216,7 +225,6 @@ Stack rdiv_kernel(OpArgs& a) {
 QFLOW_REGISTER_OPS(arithmetic) {
   using namespace kernels;
   registry.def("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Add>, arith_kernel<Arith::Add>);
-  registry.allow_opaque_layout("add");
   registry.def("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Sub>, arith_kernel<Arith::Sub>);
   registry.def("mul(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Mul>, arith_kernel<Arith::Mul>);
   registry.def("div(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Div>, arith_kernel<Arith::Div>);
@@ -227,9 +235,10 @@ QFLOW_REGISTER_OPS(arithmetic) {
   registry.def("rsub(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Sub>, rsub_kernel);
   registry.def("rdiv(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, rdiv_kernel);
   registry.def("add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Add>);
-  registry.allow_opaque_layout("add_");
-  registry.allow_opaque_layout("mul");
-  registry.allow_opaque_layout("div");
+  registry.impl_blocked("add", arith_blocked_kernel<Arith::Add>);
+  registry.impl_blocked("mul", arith_blocked_kernel<Arith::Mul>);
+  registry.impl_blocked("div", arith_blocked_kernel<Arith::Div>);
+  registry.impl_blocked("add_", add_inplace_blocked_kernel);
   registry.def("sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Sub>);
   registry.def("mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Mul>);
   registry.def("div_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Div>);

@@ -26,15 +26,10 @@ std::vector<TensorMeta> relu_meta(const OpArgs& a) {
   return one(x.sizes(), x.dtype());
 }
 
-// y = max(x, 0); x: any shape and layout, y: contiguous.
+// y = max(x, 0); x: any shape and strides, y: contiguous.
 Stack relu_kernel(OpArgs& a) {
   const Tensor& x = a.tensor("self");
   const TensorMeta m = relu_meta(a)[0];
-  if (x.impl()->opaque_layout()) {  // blocked activations stay blocked (Note [Opaque layouts])
-    Tensor y = new_opaque_like(x);
-    opaque_unary_into(y, x, [](float v) { return relu_fn(v); });  // a lambda inlines; a function pointer does not
-    return out(y);
-  }
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -43,15 +38,10 @@ Stack relu_kernel(OpArgs& a) {
   return out(y);
 }
 
-// self = max(self, 0) in place; self: any layout.
+// self = max(self, 0) in place; self: any strides.
 Stack relu_inplace_kernel(OpArgs& a) {
   Tensor& self = a.tensor("self");
   check_relu_dtype(self.dtype(), "relu_");
-  if (self.impl()->opaque_layout()) {
-    opaque_unary_into(self, self, [](float v) { return relu_fn(v); });
-    self.impl()->storage()->bump_version();
-    return out(self);
-  }
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(self, self, [](T v) { return relu_fn(v); });
@@ -79,16 +69,7 @@ std::vector<TensorMeta> threshold_backward_meta(const OpArgs& a) {
 Stack threshold_backward_kernel(OpArgs& a) {
   const TensorMeta m = threshold_backward_meta(a)[0];
   const Tensor& y = a.tensor("self");
-  Tensor g = a.tensor("grad_output");
-  if (y.impl()->opaque_layout() && y.dtype() == DType::Float32) {
-    // A plain gradient (from the classifier) joins the blocked activations here.
-    g = joined_to_layout_of(g, y);
-    const float t = a.scalar("threshold").to<float>();
-    Tensor gx = new_opaque_like(y);
-    opaque_binary_into(gx, g, y, [t](float gv, float yv) { return yv > t ? gv : 0.0f; });
-    return out(gx);
-  }
-  make_plain_args(a);
+  const Tensor& g = a.tensor("grad_output");
   Tensor gx = new_tensor(m.sizes, m.dtype);
   const auto gs = broadcast_strides(g, m.sizes), ys = broadcast_strides(y, m.sizes);
   visit_floating(m.dtype, "threshold_backward", [&](auto tag) {
@@ -173,6 +154,39 @@ Stack clamp_inplace_kernel(OpArgs& a) {
   return out(self);
 }
 
+// ---- blocked layouts (Note [Opaque layouts]): activations stay blocked ----------------------------
+
+Stack relu_blocked_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  relu_meta(a);
+  Tensor y = new_opaque_like(x);
+  opaque_unary_into(y, x, [](float v) { return relu_fn(v); });  // a lambda inlines; a function pointer does not
+  return out(y);
+}
+
+Stack relu_inplace_blocked_kernel(OpArgs& a) {
+  Tensor& self = a.tensor("self");
+  check_relu_dtype(self.dtype(), "relu_");
+  opaque_unary_into(self, self, [](float v) { return relu_fn(v); });
+  self.impl()->storage()->bump_version();
+  return out(self);
+}
+
+Stack threshold_backward_blocked_kernel(OpArgs& a) {
+  threshold_backward_meta(a);
+  const Tensor& y = a.tensor("self");
+  if (!y.impl()->opaque_layout() || y.dtype() != DType::Float32) {
+    make_plain_args(a);  // the gradient alone is blocked: the plain kernel takes it
+    return threshold_backward_kernel(a);
+  }
+  // A plain gradient (from the classifier) joins the blocked activations here.
+  const Tensor g = joined_to_layout_of(a.tensor("grad_output"), y);
+  const float t = a.scalar("threshold").to<float>();
+  Tensor gx = new_opaque_like(y);
+  opaque_binary_into(gx, g, y, [t](float gv, float yv) { return yv > t ? gv : 0.0f; });
+  return out(gx);
+}
+
 }  // namespace
 }  // namespace kernels
 
@@ -182,7 +196,9 @@ QFLOW_REGISTER_OPS(clamp) {
   registry.def("relu_(Tensor(a!) self) -> Tensor(a!)", self_meta, relu_inplace_kernel);
   registry.def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", threshold_backward_meta,
                threshold_backward_kernel);
-  for (const char* op : {"relu", "relu_", "threshold_backward"}) registry.allow_opaque_layout(op);
+  registry.impl_blocked("relu", relu_blocked_kernel);
+  registry.impl_blocked("relu_", relu_inplace_blocked_kernel);
+  registry.impl_blocked("threshold_backward", threshold_backward_blocked_kernel);
   registry.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", clamp_meta, clamp_kernel);
   registry.def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", self_meta, clamp_inplace_kernel);
 }

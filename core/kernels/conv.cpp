@@ -124,8 +124,10 @@ QFLOW_REGISTER_OPS(conv) {
       "conv2d_relu(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
       "int groups=1) -> Tensor",
       conv2d_meta<true>, conv2d_kernel<true>);
-  registry.allow_opaque_layout("conv2d");
-  registry.allow_opaque_layout("conv2d_relu");
+  // One kernel for both layouts: its oneDNN plan takes the input's layout as it is and chooses
+  // the output's (Note [oneDNN convolution]), so the blocked key runs the same function.
+  registry.impl_blocked("conv2d", conv2d_kernel<false>);
+  registry.impl_blocked("conv2d_relu", conv2d_kernel<true>);
 }
 
 // ---- typed API --------------------------------------------------------------------------------

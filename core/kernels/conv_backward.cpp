@@ -174,7 +174,8 @@ QFLOW_REGISTER_OPS(conv_backward) {
       "int groups, bool input_grad=True, bool weight_grad=True, bool bias_grad=True) -> (Tensor grad_input, Tensor "
       "grad_weight, Tensor grad_bias)",
       conv2d_backward_meta, conv2d_backward_kernel);
-  registry.allow_opaque_layout("conv2d_backward");
+  // One kernel for both layouts, as conv2d's (its oneDNN plans take the layouts they are given).
+  registry.impl_blocked("conv2d_backward", conv2d_backward_kernel);
 }
 
 // ---- typed API --------------------------------------------------------------------------------

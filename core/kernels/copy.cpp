@@ -1,5 +1,6 @@
-// Copies and conversions: to, clone, contiguous, copy_, fill_, zero_, detach, item.
+// Copies and conversions: to, to_device, clone, contiguous, copy_, fill_, zero_, detach, item.
 #include "kernel_utils.h"
+#include "qflow/core/device_runtime.h"
 #include "loops.h"
 #include "qflow/core/dispatch.h"
 #include "qflow/core/ops.h"
@@ -54,6 +55,7 @@ Stack contiguous_kernel(OpArgs& a) {
 
 Stack copy__kernel(OpArgs& a) {
   Tensor& self = a.tensor("self");
+  if (a.tensor("src").device() != self.device()) a.tensor("src") = to_device(a.tensor("src"), self.device());
   const Tensor& src = a.tensor("src");
   const auto shape = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
   QFLOW_CHECK(shape == self.sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}", src.sizes(),
@@ -98,12 +100,32 @@ std::vector<TensorMeta> to_meta(const OpArgs& a) { return one(a.tensor("self").s
 std::vector<TensorMeta> no_tensor_meta(const OpArgs&) { return {}; }
 
 Stack item_kernel(OpArgs& a) {
-  const Tensor& x = a.tensor("self");
+  const Tensor x = a.tensor("self").device().is_cpu() ? a.tensor("self") : to_device(a.tensor("self"), Device::cpu());
   QFLOW_CHECK(x.numel() == 1, "item: expected a tensor with one element, got shape {} ({} elements)", x.sizes(), x.numel());
   return visit_dtype(x.dtype(), [&](auto tag) -> Stack {
     using T = typename decltype(tag)::type;
     return Stack{Value(Scalar(*static_cast<const T*>(x.raw_data())))};
   });
+}
+
+// Device copies go through the DeviceRuntime of the device that is not the CPU (Note [Devices]).
+Stack to_device_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const Device target = Device::parse(a.string("device"));
+  if (target == x.device()) return out(x);
+  // A plain, dense source: one copy of nbytes. (A CPU tensor in an opaque layout becomes plain
+  // here; a device tensor is made contiguous by its device's kernel.)
+  const Tensor src = x.contiguous();
+  const void* src_data = src.device().is_cpu() ? src.raw_data() : src.impl()->data();
+  auto storage = Storage::allocate(src.nbytes(), target);
+  DeviceRuntime& runtime = device_runtime(target.is_cpu() ? src.device() : target);
+  if (src.nbytes() > 0) runtime.copy(storage->data(), target, src_data, src.device(), src.nbytes());
+  return out(Tensor(std::make_shared<TensorImpl>(std::move(storage), src.sizes(), contiguous_strides(src.sizes()), 0,
+                                                 src.dtype())));
+}
+
+std::vector<TensorMeta> to_device_meta(const OpArgs& a) {
+  return {TensorMeta{a.tensor("self").sizes(), a.tensor("self").dtype(), Device::parse(a.string("device"))}};
 }
 
 }  // namespace
@@ -122,9 +144,20 @@ QFLOW_REGISTER_OPS(copy) {
   registry.def("zero_(Tensor(a!) self) -> Tensor(a!)", same_meta, zero__kernel);
   registry.def("detach(Tensor(a) self) -> Tensor(a)", same_meta, detach_kernel);
   registry.def("item(Tensor self) -> Scalar", no_tensor_meta, item_kernel);
+  registry.def("to_device(Tensor self, str device) -> Tensor", to_device_meta, to_device_kernel);
+  // Both copy their argument to or from the host themselves (Note [Kernels per device]).
+  registry.device_generic({"to_device", "item", "detach"});
+  registry.mixes_devices("copy_");
 }
 
 // ---- typed API --------------------------------------------------------------------------------
+Tensor to_device(const Tensor& x, Device device) {
+  static const OpHandle op("to_device");
+  if (x.device() == device) return x;
+  return call_tensor(op, {{"self", x}, {"device", device.str()}});
+}
+Tensor Tensor::to(Device device) const { return to_device(*this, device); }
+
 Tensor to_dtype(const Tensor& x, DType dtype) {
   static const OpHandle op("to");
   return call_tensor(op, {{"self", x}, {"dtype", dtype}});

@@ -77,21 +77,34 @@ QFLOW_REGISTER_OPS(factory) {
 }
 
 // ---- typed API --------------------------------------------------------------------------------
-Tensor empty(const IntList& sizes, DType dtype) {
+Tensor empty(const IntList& sizes, DType dtype, Device device) {
+  if (!device.is_cpu()) {
+    // No tensor argument would carry the device to a kernel: allocate here (Note [Devices]).
+    const int64_t n = checked_numel(sizes, "empty");
+    auto storage = Storage::allocate(static_cast<size_t>(n) * element_size(dtype), device);
+    return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
+  }
   QFLOW_OP_HANDLE("empty");
   return call_tensor(op, {{"size", sizes}, {"dtype", dtype}});
 }
-Tensor full(const IntList& sizes, const Scalar& value, std::optional<DType> dtype) {
+Tensor full(const IntList& sizes, const Scalar& value, std::optional<DType> dtype, Device device) {
+  if (!device.is_cpu()) {
+    Tensor t = empty(sizes, dtype.value_or(value.default_dtype()), device);
+    fill_(t, value);
+    return t;
+  }
   QFLOW_OP_HANDLE("full");
   return call_tensor(op, {{"size", sizes}, {"fill_value", value}, {"dtype", dtype.value_or(value.default_dtype())}});
 }
-Tensor zeros(const IntList& sizes, DType dtype) { return full(sizes, Scalar(0), dtype); }
-Tensor ones(const IntList& sizes, DType dtype) { return full(sizes, Scalar(1), dtype); }
-Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) { return full({}, value, dtype); }
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
-Tensor full_like(const Tensor& t, const Scalar& value) { return full(t.sizes(), value, t.dtype()); }
+Tensor zeros(const IntList& sizes, DType dtype, Device device) { return full(sizes, Scalar(0), dtype, device); }
+Tensor ones(const IntList& sizes, DType dtype, Device device) { return full(sizes, Scalar(1), dtype, device); }
+Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype, Device device) {
+  return full({}, value, dtype, device);
+}
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, const Scalar& value) { return full(t.sizes(), value, t.dtype(), t.device()); }
 Tensor arange(const Scalar& end) { return arange(Scalar(0), end); }
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<DType> dtype) {
   QFLOW_OP_HANDLE("arange");
@@ -134,6 +147,7 @@ Tensor from_blob(void* data, const IntList& sizes, DType dtype, Storage::Deleter
 
 template <typename T>
 std::vector<T> to_vector(const Tensor& t) {
+  if (t.defined() && !t.device().is_cpu()) return to_vector<T>(t.detach().to(Device::cpu()));
   // Read in place when no conversion is needed (or float32 into double, which is exact): kernels
   // read their small parameter tensors (scales, zero points) this way on every call, and going
   // through the to_dtype and contiguous ops cost more than their work on a small input.

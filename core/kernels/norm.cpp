@@ -393,10 +393,14 @@ QFLOW_REGISTER_OPS(norm) {
       "batch_norm_relu_backward(Tensor grad_out, Tensor output, Tensor input, Tensor? weight, Tensor? running_mean, "
       "Tensor? running_var, bool train, float eps) -> (Tensor, Tensor, Tensor)",
       bn_relu_backward_meta, bn_relu_backward_kernel);
-  // Channel-blocked activations stay blocked through batch norm (Note [Opaque layouts]).
-  for (const char* op : {"batch_norm", "native_batch_norm", "native_batch_norm_backward", "batch_norm_relu",
-                         "batch_norm_relu_backward"})
-    registry.allow_opaque_layout(op);
+  // Channel-blocked activations stay blocked through batch norm (Note [Opaque layouts]). One
+  // kernel serves both layouts: its per-channel loops walk a ChannelLayout whose block is 0 for
+  // a plain tensor, so the blocked key runs the same functions.
+  registry.impl_blocked("batch_norm", batch_norm_kernel<false>);
+  registry.impl_blocked("native_batch_norm", native_batch_norm_kernel);
+  registry.impl_blocked("native_batch_norm_backward", bn_backward_kernel);
+  registry.impl_blocked("batch_norm_relu", batch_norm_kernel<true>);
+  registry.impl_blocked("batch_norm_relu_backward", bn_relu_backward_kernel);
 }
 
 // ---- typed API --------------------------------------------------------------------------------

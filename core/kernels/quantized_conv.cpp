@@ -197,8 +197,12 @@ QFLOW_REGISTER_OPS(quantized_conv) {
       "int input_zero_point=0, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, bool relu=False) "
       "-> Tensor(a!)",
       kernels::quantized_conv_add_meta, kernels::quantized_conv_add_kernel);
-  registry.allow_opaque_layout("quantized_conv2d");
-  registry.allow_opaque_layout("quantized_conv2d_add_");
+  // One kernel for both layouts: the int8 plan takes the input's layout as it is.
+  registry.impl_blocked("quantized_conv2d", kernels::quantized_conv_kernel);
+  registry.impl_blocked("quantized_conv2d_add_", kernels::quantized_conv_add_kernel);
+  // A deployed model runs int8 on the CPU (oneDNN); on a GPU it would run its float simulation.
+  registry.no_kernel({"quantized_conv2d", "quantized_conv2d_add_"}, DeviceType::CUDA,
+                     "int8 deployment runs on the CPU (oneDNN); move the deployed model to the cpu");
 }
 
 Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor& output_scale, const Tensor& bias,

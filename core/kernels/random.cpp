@@ -267,15 +267,15 @@ QFLOW_REGISTER_OPS(random) {
 
 // ---- typed API: the generator travels in a GeneratorGuard (see Note [Passing the generator]) ----
 
-Tensor rand(const IntList& sizes, DType dtype, Generator* gen) {
+Tensor rand(const IntList& sizes, DType dtype, Generator* gen, Device device) {
   QFLOW_OP_HANDLE("rand");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}});
+  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}}).to(device);
 }
-Tensor randn(const IntList& sizes, DType dtype, Generator* gen) {
+Tensor randn(const IntList& sizes, DType dtype, Generator* gen, Device device) {
   QFLOW_OP_HANDLE("randn");
   GeneratorGuard guard(gen);
-  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}});
+  return call_tensor(op, {{"size", sizes}, {"dtype", dtype}}).to(device);
 }
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, DType dtype, Generator* gen) {
   QFLOW_OP_HANDLE("randint");

@@ -269,24 +269,34 @@ std::vector<TensorMeta> mul_sum_to_meta(const OpArgs& a) {
 
 Stack mul_sum_to_kernel(OpArgs& a) {
   mul_sum_to_meta(a);
-  const Tensor& x = a.tensor("self");
-  const Tensor& y = a.tensor("other");
-  const auto sizes = a.int_list("size");
-  if (Tensor o; blocked_channel_sum(x, sizes, o, y)) return out(o);
-  return out(sum_to(mul(x, y), sizes));
+  return out(sum_to(mul(a.tensor("self"), a.tensor("other")), a.int_list("size")));
+}
+
+Stack mul_sum_to_blocked_kernel(OpArgs& a) {
+  mul_sum_to_meta(a);
+  if (Tensor o; blocked_channel_sum(a.tensor("self"), a.int_list("size"), o, a.tensor("other"))) return out(o);
+  make_plain_args(a);
+  return mul_sum_to_kernel(a);
 }
 
 Stack sum_to_kernel(OpArgs& a) {
   const Tensor& x = a.tensor("self");
   const auto sizes = a.int_list("size");
   if (x.sizes() == sizes) return out(x);
-  if (Tensor o; blocked_channel_sum(x, sizes, o)) return out(o);
-  make_plain_args(a);
   const auto dims = sum_to_dims(x, sizes);
   // The kept dims are x's non-reduced dims in order, so the output is contiguous in `sizes`.
   Tensor o = new_tensor(sizes, x.dtype());
   sum_into(o, x, dims);
   return out(o);
+}
+
+Stack sum_to_blocked_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto sizes = a.int_list("size");
+  if (x.sizes() == sizes) return out(x);
+  if (Tensor o; blocked_channel_sum(x, sizes, o)) return out(o);
+  make_plain_args(a);
+  return sum_to_kernel(a);
 }
 
 }  // namespace
@@ -302,9 +312,9 @@ QFLOW_REGISTER_OPS(reduce) {
                var_kernel<true>);
   registry.def("logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor", logsumexp_meta, logsumexp_kernel);
   registry.def("sum_to(Tensor self, int[] size) -> Tensor", sum_to_meta, sum_to_kernel);
-  registry.allow_opaque_layout("sum_to");
+  registry.impl_blocked("sum_to", sum_to_blocked_kernel);
   registry.def("mul_sum_to(Tensor self, Tensor other, int[] size) -> Tensor", mul_sum_to_meta, mul_sum_to_kernel);
-  registry.allow_opaque_layout("mul_sum_to");
+  registry.impl_blocked("mul_sum_to", mul_sum_to_blocked_kernel);
 }
 
 // ---- typed API --------------------------------------------------------------------------------

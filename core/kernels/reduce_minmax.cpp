@@ -151,14 +151,22 @@ Stack amax_kernel(OpArgs& a) {
   const Tensor& x = a.tensor("self");
   const auto dims = amax_dims<IsMax>(a);
   Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), x.dtype());
-  // A whole-tensor extremum of a blocked activation (an observer's range) reads its storage
-  // as it is: the order of the elements does not matter (Note [Opaque layouts]).
-  if (is_unpadded_opaque(x) && static_cast<int64_t>(dims.size()) == x.dim()) {
-    extremum_into<IsMax>(o, opaque_storage_as_flat(x), {0});
-    return out(o);
-  }
-  make_plain_args(a);
   extremum_into<IsMax>(o, x, dims);
+  return out(o);
+}
+
+// A whole-tensor extremum of a blocked activation (an observer's range) reads its storage as it
+// is: the order of the elements does not matter (Note [Opaque layouts]).
+template <bool IsMax>
+Stack amax_blocked_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  const auto dims = amax_dims<IsMax>(a);
+  if (!is_unpadded_opaque(x) || static_cast<int64_t>(dims.size()) != x.dim()) {
+    make_plain_args(a);
+    return amax_kernel<IsMax>(a);
+  }
+  Tensor o = new_tensor(reduced_shape(x.sizes(), dims, a.to_bool("keepdim")), x.dtype());
+  extremum_into<IsMax>(o, opaque_storage_as_flat(x), {0});
   return out(o);
 }
 
@@ -229,8 +237,8 @@ QFLOW_REGISTER_OPS(reduce_minmax) {
   registry.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", arg_meta<false>, arg_kernel<false>);
   registry.def("amax(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", amax_meta<true>, amax_kernel<true>);
   registry.def("amin(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", amax_meta<false>, amax_kernel<false>);
-  registry.allow_opaque_layout("amax");
-  registry.allow_opaque_layout("amin");
+  registry.impl_blocked("amax", amax_blocked_kernel<true>);
+  registry.impl_blocked("amin", amax_blocked_kernel<false>);
   registry.def("value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, int[] sizes, bool keepdim) -> Tensor",
                select_backward_meta, select_backward_kernel);
 }

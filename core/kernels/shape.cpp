@@ -322,6 +322,9 @@ QFLOW_REGISTER_OPS(shape) {
   registry.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_meta, unsqueeze_kernel);
   registry.def("expand(Tensor(a) self, SymInt[] size) -> Tensor(a)", expand_meta, expand_kernel);
   registry.def("flatten(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", flatten_meta, flatten_kernel);
+  // Views touch no element (a copy they need is the contiguous op's): every device runs them.
+  registry.device_generic({"view", "reshape", "permute", "transpose", "t", "slice", "narrow", "select", "squeeze",
+                           "squeeze.dim", "unsqueeze", "expand", "flatten"});
 }
 
 // ---- typed API --------------------------------------------------------------------------------

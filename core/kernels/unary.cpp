@@ -78,19 +78,24 @@ template <Exact K>
 Stack exact_kernel(OpArgs& a) {
   const Tensor& x = a.tensor("self");
   const TensorMeta m = exact_meta<K>(a)[0];
-  if constexpr (K == Exact::Neg) {  // -0 is zero: a blocked layout's padding stays zero
-    if (x.impl()->opaque_layout() && x.dtype() == DType::Float32) {
-      Tensor y = new_opaque_like(x);
-      opaque_unary_into(y, x, [](float v) { return -v; });
-      return out(y);
-    }
-  }
-  make_plain_args(a);
   Tensor y = new_tensor(m.sizes, m.dtype);
   visit_dtype(m.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_loop<T, T>(y, x, [](T v) { return exact_fn<K, T>(v); });
   });
+  return out(y);
+}
+
+// -x of blocked activations stays blocked: -0 is zero, so the layout's padding stays zero.
+Stack neg_blocked_kernel(OpArgs& a) {
+  const Tensor& x = a.tensor("self");
+  if (x.dtype() != DType::Float32) {
+    make_plain_args(a);
+    return exact_kernel<Exact::Neg>(a);
+  }
+  exact_meta<Exact::Neg>(a);
+  Tensor y = new_opaque_like(x);
+  opaque_unary_into(y, x, [](float v) { return -v; });
   return out(y);
 }
 
@@ -170,7 +175,7 @@ Stack math_kernel(OpArgs& a) {
 QFLOW_REGISTER_OPS(unary) {
   using namespace kernels;
   registry.def("neg(Tensor self) -> Tensor", exact_meta<Exact::Neg>, exact_kernel<Exact::Neg>);
-  registry.allow_opaque_layout("neg");
+  registry.impl_blocked("neg", neg_blocked_kernel);
   registry.def("abs(Tensor self) -> Tensor", exact_meta<Exact::Abs>, exact_kernel<Exact::Abs>);
   registry.def("sign(Tensor self) -> Tensor", exact_meta<Exact::Sign>, exact_kernel<Exact::Sign>);
   registry.def("round(Tensor self) -> Tensor", exact_meta<Exact::Round>, exact_kernel<Exact::Round>);

@@ -18,6 +18,7 @@ LayerTable& table() {
 }
 
 thread_local DispatchKeySet tls_excluded;
+thread_local DispatchKeySet tls_included;
 
 void collect_keys(const Value& v, DispatchKeySet& ks) {
   if (v.is_tensor()) {
@@ -55,7 +56,7 @@ DispatchKeySet Dispatcher::keys_of(const Stack& args) {
 }
 
 Stack Dispatcher::call(const OpDef& op, Stack args) {
-  return redispatch(op, args, keys_of(args) & ~tls_excluded);
+  return redispatch(op, args, (keys_of(args) | tls_included) & ~tls_excluded);
 }
 
 Stack Dispatcher::redispatch(const OpDef& op, Stack& args, DispatchKeySet remaining) {
@@ -77,6 +78,12 @@ Stack Dispatcher::redispatch(const OpDef& op, Stack& args, DispatchKeySet remain
 
 DispatchKeySet Dispatcher::excluded() { return tls_excluded; }
 void Dispatcher::set_excluded(DispatchKeySet keys) { tls_excluded = keys; }
+
+DispatchKeySet Dispatcher::included() { return tls_included; }
+void Dispatcher::set_included(DispatchKeySet keys) { tls_included = keys; }
+
+IncludeKeyGuard::IncludeKeyGuard(DispatchKey key) : previous_(tls_included) { tls_included = tls_included.add(key); }
+IncludeKeyGuard::~IncludeKeyGuard() { tls_included = previous_; }
 
 ExcludeKeyGuard::ExcludeKeyGuard(DispatchKey key) : previous_(tls_excluded) { tls_excluded = tls_excluded.add(key); }
 ExcludeKeyGuard::~ExcludeKeyGuard() { tls_excluded = previous_; }

@@ -47,7 +47,7 @@ class OpaqueLayoutLayer final : public DispatchLayer {
  public:
   std::string_view name() const override { return "opaque_layout"; }
   Stack handle(const OpDef& op, Stack& args, DispatchKeySet remaining) override {
-    if (!op.accepts_opaque_layout)
+    if (!op.blocked_kernel)
       for (const Value& v : args) make_plain(op, v);
     return Dispatcher::redispatch(op, args, remaining);
   }

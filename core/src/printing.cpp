@@ -203,10 +203,13 @@ std::string to_string(const Tensor& t) {
   } else {
     const DType dt = t.dtype();
     if (dt != DType::Float32 && dt != DType::Int64 && dt != DType::Bool) suffixes.push_back(fmt::format("dtype={}", dt));
-    const Reader reader(t);
+    const Tensor host = t.device().is_cpu() ? t : t.detach().to(Device::cpu());
+    const Reader reader(host);
     const Formatter formatter(reader);
     body = tensor_str(reader, formatter, 0, 0, indent);
   }
+  // PyTorch's repr: the device first after the values, when it is not the CPU.
+  if (!t.device().is_cpu()) suffixes.insert(suffixes.begin(), fmt::format("device='{}'", t.device()));
   const std::string grad_fn = t.grad_fn_name();
   if (!grad_fn.empty()) suffixes.push_back("grad_fn=<" + grad_fn + ">");
   else if (t.requires_grad()) suffixes.push_back("requires_grad=True");

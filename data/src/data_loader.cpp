@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "qflow/core/error.h"
+#include "qflow/core/device_runtime.h"
 #include "tensor_alloc.h"
 
 namespace qflow::data {
@@ -65,6 +66,7 @@ struct DataLoader::Epoch {
   int64_t num_batches = 0;
   uint64_t transform_seed = 0;
   int64_t window = 1;
+  bool pin_memory = false;  // Note [Pinned batches]
 
   std::mutex mutex;
   std::condition_variable space_cv;  // workers wait for room in the window
@@ -85,8 +87,12 @@ Batch DataLoader::Epoch::build(int64_t b) const {
   const int64_t first = b * batch_size;
   const int64_t count = std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - first);
   const int64_t classes = dataset->num_classes();
+  // Batches on their way to a GPU are built in page-locked memory (Note [Pinned batches]).
+  auto new_tensor = [this](const std::vector<int64_t>& sizes, DType dtype) {
+    return pin_memory ? empty_pinned(sizes, dtype, Device::cuda(0)) : detail::new_tensor(sizes, dtype);
+  };
   Batch batch;
-  batch.labels = detail::new_tensor({count}, DType::Int64);
+  batch.labels = new_tensor({count}, DType::Int64);
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   std::vector<int64_t> shape;
   for (int64_t k = 0; k < count; ++k) {
@@ -102,7 +108,7 @@ Batch DataLoader::Epoch::build(int64_t b) const {
                 index, ex.image.defined() ? ex.image.sizes() : std::vector<int64_t>{});
     if (k == 0) {
       shape = ex.image.sizes();
-      batch.images = detail::new_tensor({count, shape[0], shape[1], shape[2]}, DType::Float32);
+      batch.images = new_tensor({count, shape[0], shape[1], shape[2]}, DType::Float32);
     }
     QFLOW_CHECK(ex.image.sizes() == shape,
                 "DataLoader: sample {} has shape {} but the batch started with shape {} (add a crop or resize transform)",
@@ -169,6 +175,7 @@ void DataLoader::start_epoch() {
   e->num_batches = size();
   e->transform_seed = mix_seed(epoch_seed, kTransformStream);
   e->window = static_cast<int64_t>(options_.num_workers) * options_.prefetch;
+  e->pin_memory = options_.pin_memory;
   epoch_ = std::move(e);
   for (int w = 0; w < options_.num_workers; ++w) epoch_->workers.emplace_back([e = epoch_.get()] { e->worker_loop(); });
 }

@@ -28,6 +28,7 @@ Stack sym_binary_kernel(OpArgs& a) {
 QFLOW_REGISTER_OPS(fx_sym) {
   using namespace qflow::fx;
   registry.def("sym_size(Tensor self, int dim) -> int", no_tensor_output, sym_size_kernel);
+  registry.device_generic({"sym_size"});  // reads a size, never an element
   registry.def("sym_add(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'+'>);
   registry.def("sym_sub(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'-'>);
   registry.def("sym_mul(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'*'>);

@@ -26,13 +26,15 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 // pointing at the old data, so like PyTorch's `param.data = param.data.to(dtype)` we swap the
 // data behind the existing TensorImpl: storage, sizes, strides and dtype are replaced while the
 // autograd slot (requires_grad, grad) and dispatch keys stay. The gradient is converted too.
-void convert_in_place(const Tensor& t, DType dtype) {
+// Module::to(Device) moves the same way (Note [Devices]).
+template <typename Target>
+void convert_in_place(const Tensor& t, Target target) {
   Tensor converted;
   Tensor grad = t.grad();
   {
     NoGradGuard no_grad;
-    converted = t.detach().to(dtype);
-    if (grad.defined()) grad = grad.to(dtype);
+    converted = t.detach().to(target);
+    if (grad.defined()) grad = grad.to(target);
   }
   TensorImpl& impl = *t.impl();
   const DispatchKeySet keys = impl.keys();
@@ -154,6 +156,27 @@ Module& Module::to(DType dtype) {
     }
   }
   return *this;
+}
+
+Module& Module::to(Device device) {
+  std::unordered_set<const TensorImpl*> done;
+  for (const auto& [path, m] : walk(true, true)) {
+    for (const auto* slots : {&m->parameters_, &m->buffers_}) {
+      for (const Slot& s : *slots) {
+        if (!s.value.defined() || s.value.device() == device) continue;
+        if (done.insert(s.value.impl()).second) convert_in_place(s.value, device);
+      }
+    }
+  }
+  return *this;
+}
+
+Device Module::device() const {
+  for (const auto& [path, m] : walk(true, true))
+    for (const auto* slots : {&m->parameters_, &m->buffers_})
+      for (const Slot& s : *slots)
+        if (s.value.defined()) return s.value.device();
+  return Device::cpu();
 }
 
 }  // namespace qflow::nn

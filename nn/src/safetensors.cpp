@@ -63,7 +63,8 @@ Prepared prepare(const StateDict& dict, const CheckpointMetadata& metadata) {
   for (const auto& [name, t] : dict) {
     QFLOW_CHECK(name != "__metadata__", "save: '__metadata__' is reserved and cannot name a tensor");
     QFLOW_CHECK(t.defined(), "save: tensor '{}' is undefined", name);
-    items.push_back({&name, t.detach().contiguous(), code_of(t.dtype()).order});
+    // Files hold host bytes whatever the device (a GPU run resumes on the CPU and back).
+    items.push_back({&name, t.detach().to(Device::cpu()).contiguous(), code_of(t.dtype()).order});
   }
   // The Python library's order: descending dtype, then name (byte-wise).
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {

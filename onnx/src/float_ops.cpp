@@ -322,6 +322,8 @@ void add_float_refusals(std::map<std::string, std::string>& t) {
          "a fused kernel that qflow's inference passes create; export the model before fusing, where add/conv2d/"
          "batch_norm and relu are separate ops");
   refuse({"detach", "item"}, "no computation for ONNX to express (autograd bookkeeping or a host scalar)");
+  refuse({"to_device"}, "moves a tensor between devices; an exported graph runs wherever its runtime places it");
+  refuse({"sgd_update_"}, "an optimizer update; ONNX export writes the model's forward computation");
   // The rest: no converter has been written because no exported model has needed one. Each
   // one added must match the op exactly, checked against ONNX Runtime (export_ops_test).
   refuse({"abs", "exp", "log", "sqrt", "rsqrt", "sign", "round", "floor", "pow", "pow.Scalar", "minimum", "maximum",

@@ -293,9 +293,13 @@ QFLOW_REGISTER_OPS(fake_quantize) {
       "quantize(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, int axis=0, "
       "ScalarType dtype=uint8) -> Tensor",
       quantize_meta, quantize_kernel);
-  registry.allow_opaque_layout("fake_quantize");
-  registry.allow_opaque_layout("fake_quantize_backward");
-  registry.allow_opaque_layout("quantize");
+  // One kernel for both layouts: a per-tensor grid reads and writes elements in storage order,
+  // so an unpadded blocked tensor keeps its layout; anything else is read plain.
+  registry.impl_blocked("fake_quantize", fake_quantize_kernel);
+  registry.impl_blocked("fake_quantize_backward", fake_quantize_backward_kernel);
+  registry.impl_blocked("quantize", quantize_kernel);
+  registry.no_kernel({"fake_quantize", "fake_quantize_backward", "quantize"}, qflow::DeviceType::CUDA,
+                     "quantization runs on the CPU until issue 34 brings it to the GPU");
 }
 
 namespace qflow::quant {

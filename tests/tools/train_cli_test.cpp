@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "qflow/core/device_runtime.h"
 #include "qflow/qflow.h"
 #include "watchdog.h"
 
@@ -218,6 +219,49 @@ TEST(TrainCliTest, HelpStatesTheRecipeDefaults) {
   for (const char* option : {"--lr FLOAT=0.1", "--momentum FLOAT=0.9", "--weight-decay FLOAT=0.0005", "--batch-size INT:POSITIVE=128",
                              "--epochs INT:POSITIVE=30", "Random crop + flip on the training set (default: on)"})
     EXPECT_THAT(out, HasSubstr(option));
+  std::filesystem::remove_all(dir);
+}
+
+// --device (Note [qflow-train --device]): checks that need no GPU.
+TEST(TrainCliTest, DeviceFlagRefusesBadFormsAndTheQuantizationModesOnTheGpu) {
+  const std::string dir = temp_dir("device");
+  auto [status, out] = run_flags(dir, "--device bogus --dataset fashion-mnist");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("unknown device 'bogus': expected 'cpu', 'cuda' or 'cuda:<index>'"));
+  std::tie(status, out) = run_flags(dir, "--device cuda:x --dataset fashion-mnist");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("unknown device 'cuda:x'"));
+  // Refused before the device is asked for: the same message with or without a GPU.
+  for (const char* flag : {"--qat", "--ptq", "--sensitivity"}) {
+    std::tie(status, out) = run_flags(dir, std::string("--device cuda --dataset fashion-mnist --checkpoint-dir ") + dir +
+                                               " " + flag);
+    EXPECT_NE(status, 0) << flag;
+    EXPECT_THAT(out, HasSubstr(std::string("qflow-train: ") + flag +
+                               " runs on the CPU only: quantization arrives on the GPU with issue 34; run it with "
+                               "--device cpu"));
+  }
+  std::tie(status, out) = run_flags(dir, "--device cuda:1 --mixed-precision 1 --dataset fashion-mnist");
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("--mixed-precision runs on the CPU only"));
+  EXPECT_THAT(out, HasSubstr("(asked for --device cuda:1)"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainCliTest, DeviceCudaWithoutAGpuStopsAtStartWithTheReason) {
+  if (device_count(DeviceType::CUDA) > 0) GTEST_SKIP() << "this machine has a GPU";
+  const std::string dir = temp_dir("nogpu");
+  // No data set is read: the device is checked first.
+  const auto [status, out] = run_flags(dir, "--device cuda --dataset fashion-mnist --data " + dir +
+                                                "/no-such-data --epochs 1 --checkpoint-dir " + dir + "/run");
+  EXPECT_NE(status, 0);
+  // A build without the CUDA backend, or one with it on a machine without a GPU or driver.
+  const bool no_backend = out.find("built without its CUDA backend") != std::string::npos;
+  const bool no_gpu = out.find("no usable CUDA device on this machine") != std::string::npos;
+  // (This test binary may see no GPU where qflow-train does: then the run gets past the check.)
+  if (!no_backend && !no_gpu && out.find("no-such-data") != std::string::npos) GTEST_SKIP() << "qflow-train found a GPU";
+  EXPECT_TRUE(no_backend || no_gpu) << out;
+  EXPECT_THAT(out, HasSubstr("qflow-train: error: cuda:0: "));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run"));
   std::filesystem::remove_all(dir);
 }
 

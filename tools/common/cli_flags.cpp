@@ -8,6 +8,8 @@
 #include "cli_checks.h"
 #include "data_setup.h"
 #include "qconfig_option.h"
+#include "qflow/core/device.h"
+#include "qflow/core/error.h"
 #include "qflow/models/registry.h"
 
 namespace qflow::tools {
@@ -46,6 +48,20 @@ void add_model_shape_flags(CLI::App& app, ModelShapeFlags& shape) {
   app.add_option("--image-size", shape.image_size, "Input image height and width (28 for Fashion-MNIST)")
       ->check(kPositive)
       ->capture_default_str();
+}
+
+CLI::Option* add_device_flag(CLI::App& app, std::string& device, const std::string& help) {
+  const CLI::Validator known(
+      [](std::string& text) -> std::string {
+        try {
+          (void)Device::parse(text);
+          return {};
+        } catch (const Error& e) {
+          return e.message();
+        }
+      },
+      "DEVICE");
+  return app.add_option("--device", device, help)->check(known)->capture_default_str();
 }
 
 quant::QConfig QuantFlags::qconfig(quant::QConfig base) const {

@@ -35,6 +35,11 @@ struct ModelShapeFlags {
 /// --num-classes, --in-channels and --image-size, each a positive number.
 void add_model_shape_flags(CLI::App& app, ModelShapeFlags& shape);
 
+/// --device cpu | cuda | cuda:N (default cpu), checked with Device::parse: a wrong value is
+/// refused with its message ("unknown device 'gpu0': expected 'cpu', 'cuda' or 'cuda:<index>'").
+/// Whether the machine has that device is the tool's to check (device_runtime throws saying why).
+CLI::Option* add_device_flag(CLI::App& app, std::string& device, const std::string& help);
+
 /// The grid the quantized layers use: --bits, --activation-bits, --scheme, --formula,
 /// --per-channel, what sets the scales (--observer & co.), and --qconfig FILE.json refining
 /// them per layer (Note [QConfig mapping]).

@@ -20,6 +20,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--warmup-epochs", o.warmup_epochs, "Linear warm-up epochs before the schedule")->capture_default_str();
   app.add_option("--seed", o.seed, "Seed for initialisation, shuffling, augmentation and dropout")->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (0 = all cores)")->capture_default_str();
+  add_device_flag(app, o.device,
+                  "Where float training and evaluation run: cpu | cuda | cuda:N (the data is loaded and augmented on "
+                  "the CPU; checkpoints are the same whatever the device). The quantization modes run on the CPU");
   app.add_option("--workers", o.workers, "Data loading threads")->capture_default_str();
   // CLI11 lists this as "--augment,--no-augment{false}" (the value --no-augment sets), which reads
   // like an "off" default: the description says it.

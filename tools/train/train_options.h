@@ -32,6 +32,7 @@ struct TrainOptions : QuantFlags {
   int64_t warmup_epochs = 0;
   uint64_t seed = 0;
   int threads = 0;  // 0 = all cores
+  std::string device = "cpu";  // cpu | cuda | cuda:N: where float training and evaluation run
   int workers = 2;
   bool augment = true;
   std::string checkpoint_dir = "runs/train";

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "../common/progress_bar.h"
+#include "qflow/core/device_runtime.h"
 #include "qflow/fx/fx.h"
 #include "qflow/nn/anomaly.h"
 #include "qflow/nn/checkpoint.h"
@@ -49,8 +50,22 @@ void check_finite_loss(double loss, const std::string& dir) {
 }
 
 void check_finite_weights(const nn::Module& model, double loss, const std::string& dir) {
-  for (const auto& [name, p] : model.named_parameters()) {
-    const std::string bad = autograd::describe_non_finite(p);
+  const auto parameters = model.named_parameters();
+  if (!model.device().is_cpu()) {
+    // On a device, one sum over every parameter and one read: a NaN or Inf anywhere makes it
+    // non-finite. Only then (or when finite values overflowed the sum) are the parameters
+    // copied to the CPU to name the first bad one.
+    NoGradGuard no_grad;
+    Tensor total;
+    for (const auto& [name, p] : parameters) {
+      if (!is_floating(p.dtype()) || p.numel() == 0) continue;
+      const Tensor s = p.detach().sum().to(DType::Float64);
+      total = total.defined() ? total + s : s;
+    }
+    if (!total.defined() || std::isfinite(total.item<double>())) return;
+  }
+  for (const auto& [name, p] : parameters) {
+    const std::string bad = autograd::describe_non_finite(p.device().is_cpu() ? p : p.detach().cpu());
     if (bad.empty()) continue;
     QFLOW_FAIL("the optimizer step made parameter '{}' non-finite ({}) while the loss was finite ({:.6g}): the gradients "
                "or the update overflowed; stopped without saving it ({}). {}", name, bad, loss, saved_state(dir), kRerun);
@@ -63,15 +78,18 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::Pr
                     PredictionRecorder* predictions) {
   NoGradGuard no_grad;
   model.eval();
+  const Device device = model.device();  // Note [qflow-train --device]
   EvalResult r;
   double loss_sum = 0;
   int64_t correct = 0;
   for (data::Batch& b : loader) {
-    const Tensor logits = model(b.images);
-    loss_sum += cross_entropy(logits, b.labels, Tensor(), Reduction::Sum).item<double>();
-    correct += count_correct(logits, b.labels);
+    const Tensor images = device.is_cpu() ? b.images : b.images.to(device);
+    const Tensor labels = device.is_cpu() ? b.labels : b.labels.to(device);
+    const Tensor logits = model(images);
+    loss_sum += cross_entropy(logits, labels, Tensor(), Reduction::Sum).item<double>();
+    correct += count_correct(logits, labels);
     r.samples += b.size();
-    if (predictions != nullptr) predictions->record(logits, b.labels);
+    if (predictions != nullptr) predictions->record(logits, labels);
   }
   model.train();
   if (group != nullptr) {  // each rank evaluated its shard
@@ -92,12 +110,28 @@ std::string Trainer::test_set_tag() const {
   return fmt::format("{} ({}): first {} test images", o_.dataset, where, data_.test->size());
 }
 
-Trainer::Trainer(TrainOptions options) : o_(std::move(options)) {
+Trainer::Trainer(TrainOptions options) : o_(std::move(options)), device_(Device::parse(o_.device)) {
   // --sensitivity measures post-training quantization of the float weights --qat-from names.
   QFLOW_CHECK(!(o_.qat && o_.analyses_sensitivity()),
               "qflow-train: --sensitivity measures post-training quantization of float weights and trains nothing; "
               "drop --qat (give the float weights with --qat-from FILE)");
   if (!o_.qat_from.empty() && !o_.analyses_sensitivity()) o_.qat = true;
+  if (!device_.is_cpu()) {  // Note [qflow-train --device]
+    const char* quant_flag = o_.sensitivity               ? "--sensitivity"
+                             : o_.mixed_precision         ? "--mixed-precision"
+                             : !o_.qat_from.empty()       ? "--qat-from"
+                             : o_.qat                     ? "--qat"
+                             : o_.ptq                     ? "--ptq"
+                                                          : nullptr;
+    QFLOW_CHECK(quant_flag == nullptr,
+                "qflow-train: {} runs on the CPU only: quantization arrives on the GPU with issue 34; run it with "
+                "--device cpu (asked for --device {})", quant_flag, o_.device);
+    QFLOW_CHECK(world_.size() == 1,
+                "qflow-train: data-parallel training under mpirun ({} processes) runs on the CPU only; run it with "
+                "--device cpu, or one process with --device {}", world_.size(), o_.device);
+    // Throws with the reason on a machine without the device or a build without its backend.
+    (void)device_runtime(device_);
+  }
 }
 
 namespace {
@@ -133,11 +167,11 @@ void Trainer::build() {
     train_loader_ = std::make_unique<data::DataLoader>(
         data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
                                              .num_workers = o_.workers, .sampler = distributed::sampler_for(world_),
-                                             .transform = data_.train_transform});
+                                             .transform = data_.train_transform, .pin_memory = device_.is_cuda()});
   test_loader_ = std::make_unique<data::DataLoader>(
       data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers,
                                           .sampler = distributed::sampler_for(world_, /*pad=*/false),
-                                          .transform = data_.test_transform});
+                                          .transform = data_.test_transform, .pin_memory = device_.is_cuda()});
   setup_quant();  // before the optimizer: with --qat it trains the QAT model's parameters
   step_model_ = model_;
   // --detect-anomaly debugs the model as written: its messages name the user's modules.
@@ -168,10 +202,12 @@ void Trainer::build() {
   scheduler_ = std::make_shared<nn::optim::ChainedScheduler>(*optimizer_, parts);
   int64_t params = 0;
   for (const Tensor& p : model_->parameters()) params += p.numel();
-  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} {} test images, {} classes, {} threads\n", o_.model,
+  fmt::print("qflow-train: {} ({:.2f} M parameters) on {} — {} {} test images, {} classes, {} threads{}\n", o_.model,
              static_cast<double>(params) / 1e6, o_.dataset,
              data_.train ? fmt::format("{} train /", data_.train->size()) : std::string("no training images read,"),
-             data_.test->size(), data_.num_classes(), num_threads());
+             data_.test->size(), data_.num_classes(), num_threads(),
+             device_.is_cpu() ? std::string()
+                              : fmt::format(", on {} ({})", device_runtime(device_).device_name(device_), device_));
   if (world_.size() > 1)
     fmt::print("qflow-train: data-parallel on {} processes ({} threads each): global batch {} = {} × --batch-size {}; "
                "rank 0 prints and writes files\n", world_.size(), num_threads(), global_batch(), world_.size(),
@@ -204,11 +240,19 @@ bool Trainer::stop_agreed() {
   return world_.sum(int64_t{mine ? 1 : 0}, "Ctrl-C agreement") > 0;
 }
 
+void Trainer::move_to_device() {
+  if (device_.is_cpu()) return;
+  model_->to(device_);
+  step_model_->to(device_);  // shares model_'s tensors (moved in place); any of its own follow
+  optimizer_->to(device_);
+}
+
 int Trainer::evaluate_only() {
   const std::string weights = o_.weights.empty() ? file_in(o_.checkpoint_dir, "best.safetensors") : o_.weights;
   QFLOW_CHECK(std::filesystem::exists(weights), "qflow-train: --eval-only needs --weights FILE or {}", weights);
   if (o_.qat) model_->load_state_dict(nn::load(weights));
   else load_float_weights(*model_, weights);
+  move_to_device();
   const EvalResult r = evaluate_test(/*final=*/true);
   fmt::print("eval {}: test loss {:.4f}  accuracy {:.2f}% ({} images)\n", weights, r.loss, r.accuracy, r.samples);
   if (writes_files()) report_quant(r);
@@ -273,10 +317,13 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
     const int64_t global_step = epoch * batches + step + 1;  // 1-based, counts optimizer steps
     Tensor logits;
     double loss_value = 0;
+    // Note [qflow-train --device]: the batch goes where the model is.
+    const Tensor images = device_.is_cpu() ? b.images : b.images.to(device_);
+    const Tensor labels = device_.is_cpu() ? b.labels : b.labels.to(device_);
     try {
       ddp_->broadcast_buffers();  // rank 0's running statistics (Note [qflow-train under mpirun])
-      logits = (*step_model_)(b.images);
-      const Tensor loss = cross_entropy(logits, b.labels);
+      logits = (*step_model_)(images);
+      const Tensor loss = cross_entropy(logits, labels);
       loss_value = loss.item<double>();
       check_finite_loss(loss_value, o_.checkpoint_dir);
       optimizer_->zero_grad();
@@ -288,7 +335,7 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
       bar.finish(fields());
       QFLOW_FAIL("step {} (epoch {}, batch {} of {}): {}", global_step, epoch + 1, step + 1, batches, e.message());
     }
-    const int64_t correct = count_correct(logits.detach(), b.labels);
+    const int64_t correct = count_correct(logits.detach(), labels);
     loss_sum_ += loss_value * static_cast<double>(b.size());
     correct_ += correct;
     seen_ += b.size();
@@ -360,6 +407,7 @@ int Trainer::run() {
                                  saved_world, saved_global, world_.size(), global_batch()));
     std::fflush(stdout);  // visible at once in a log file, even if this run is killed soon
   }
+  move_to_device();  // after the resume, which loads on the CPU (Note [qflow-train --device])
   if (writes_files()) log_.emplace(o_.checkpoint_dir, o_.resume, start_epoch, start_epoch * train_loader_->size() + start_step);
   std::optional<EvalResult> last_test;
   for (int64_t epoch = start_epoch; epoch < o_.epochs; ++epoch) {

@@ -21,7 +21,8 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
-/// Mean cross-entropy and top-1 accuracy of `model` (in eval mode) over `loader`; with a
+/// Mean cross-entropy and top-1 accuracy of `model` (in eval mode) over `loader`, each batch
+/// moved to the model's device (Module::device()); with a
 /// `group`, summed over its ranks, each of which evaluates its shard (every rank must call).
 /// With `predictions`, also records every image's output there.
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::ProcessGroup* group = nullptr,
@@ -45,6 +46,18 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::Pr
 // at an epoch boundary always, within an epoch when the images already trained on are a
 // whole number of the new global batches. A rank that fails prints its error and aborts the
 // job (distributed::abort), so the others never wait for it.
+
+// Note [qflow-train --device]
+// `--device cuda` trains and evaluates the float model on the GPU: the model is built, loaded
+// (--weights) and resumed (--resume) on the CPU, then moved with its optimizer (Module::to,
+// Optimizer::to); each batch, loaded and augmented on the CPU, is moved before the step.
+// The host reads back only what the CPU path reads (the loss and the correct count, with
+// .item()), so a step queues its work on the device and waits once. Checkpoints are written
+// from the CPU (nn::save copies device tensors back), so a run saved on the GPU resumes on
+// the CPU and back. The quantization modes (--qat, --qat-from, --ptq, --sensitivity,
+// --mixed-precision) and data-parallel runs under mpirun stay on the CPU for now and refuse
+// --device cuda, naming the flag; on a machine without a GPU (or a build without the CUDA
+// backend) the run stops at start with the runtime's reason.
 
 class Trainer {
  public:
@@ -84,6 +97,10 @@ class Trainer {
   /// bytes and the reason, and leaves the previous file intact.
   void save_last(int64_t epoch, int64_t step) const;
   void save_last_unchecked(int64_t epoch, int64_t step) const;
+  /// --device: moves the model (and the traced step model sharing its tensors) and the
+  /// optimizer's buffers there, after they were built, loaded or resumed on the CPU
+  /// (Note [qflow-train --device]).
+  void move_to_device();
   /// Runs `write` on rank 0 only (the one process that writes files).
   bool writes_files() const { return world_.is_root(); }
   /// Images per optimizer step over all ranks.
@@ -96,6 +113,7 @@ class Trainer {
   void record_step(int64_t epoch, int64_t step, double loss, int64_t correct, int64_t images);
 
   TrainOptions o_;
+  Device device_;  // --device
   distributed::ProcessGroup& world_ = distributed::ProcessGroup::world();
   // Averages gradients over the ranks and keeps the replicas identical (a world of one: inert).
   std::shared_ptr<distributed::DistributedDataParallel> ddp_;

@@ -110,7 +110,8 @@ void OptimizerImpl<Options>::load_state_dict(const NamedTensors& state) {
                   "optimizer.load_state_dict: '{}' has dtype {} and shape {} but parameter {} has dtype {} and shape {}",
                   key, t.dtype(), t.sizes(), index, p.dtype(), p.sizes());
     }
-    new_state[index][name] = t.contiguous().clone();
+    // A tensor buffer lives with its parameter (a checkpoint saved on the CPU resumes on a GPU).
+    new_state[index][name] = spec->scalar ? t.contiguous().clone() : t.to(p.device()).contiguous().clone();
   }
   for (const auto& [index, buffers] : new_state) {
     QFLOW_CHECK(buffers.size() == specs.size(),
@@ -120,6 +121,18 @@ void OptimizerImpl<Options>::load_state_dict(const NamedTensors& state) {
   }
   for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
   state_ = std::move(new_state);
+}
+
+template <typename Options>
+void OptimizerImpl<Options>::to(Device device) {
+  // Scalar buffers (step counts) stay on the CPU, where step() reads them.
+  const std::vector<BufferSpec> specs = buffer_specs();
+  auto is_scalar = [&](const std::string& name) {
+    return std::any_of(specs.begin(), specs.end(), [&](const BufferSpec& b) { return b.scalar && name == b.name; });
+  };
+  for (auto& [index, buffers] : state_)
+    for (auto& [name, t] : buffers)
+      if (t.defined() && !is_scalar(name)) t = t.to(device);
 }
 
 template class OptimizerImpl<SGDOptions>;

@@ -1,6 +1,7 @@
 #include "qflow/nn/optim/sgd.h"
 
 #include "qflow/autograd/grad_mode.h"
+#include "qflow/core/factory.h"
 #include "qflow/core/ops.h"
 
 namespace qflow::nn::optim {
@@ -30,22 +31,32 @@ void SGD::step() {
   size_t index = 0;
   for (Group& group : groups_) {
     const SGDOptions& o = group.options;
+    // One sgd_update_ call per group and kind of step: a GPU updates them all in one launch.
+    // Parameters whose momentum buffer is new take the gradient as it (first_step).
+    struct Batch {
+      TensorList params, grads, buffers;
+    } fresh, running;
     for (Tensor& p : group.params) {
       const size_t i = index++;
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      if (o.weight_decay != 0) g = g.add(p, o.weight_decay);
+      Batch* batch = &running;
       if (o.momentum != 0) {
         auto& st = state(i);
         auto it = st.find("momentum_buffer");
         if (it == st.end()) {
-          it = st.emplace("momentum_buffer", g.clone()).first;
-        } else {
-          it->second.mul_(o.momentum).add_(g, 1.0 - o.dampening);
+          it = st.emplace("momentum_buffer", empty_like(g)).first;
+          batch = &fresh;
         }
-        g = o.nesterov ? g.add(it->second, o.momentum) : it->second;
+        batch->buffers.push_back(it->second);
       }
-      p.add_(g, -o.lr);
+      batch->params.push_back(p);
+      batch->grads.push_back(g);
+    }
+    for (const Batch* b : {&fresh, &running}) {
+      if (b->params.empty()) continue;
+      sgd_update_(b->params, b->grads, b->buffers, o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov,
+                  /*first_step=*/b == &fresh);
     }
   }
 }

@@ -126,6 +126,7 @@ class BackwardContext {
   Tensor input_or_none(std::string_view name) const;
   const std::vector<int64_t>& input_sizes(std::string_view name) const { return input_meta_.at(flat_index(name)).sizes; }
   DType input_dtype(std::string_view name) const { return input_meta_.at(flat_index(name)).dtype; }
+  Device input_device(std::string_view name) const { return input_meta_.at(flat_index(name)).device; }
   /// True when tensor argument `name` requires grad (false for None).
   bool needs_grad(std::string_view name) const { return needs_grad_.at(flat_index(name)); }
 

@@ -63,7 +63,7 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
-  TensorMeta output_meta(size_t) const override { return {leaf_.sizes(), leaf_.dtype()}; }
+  TensorMeta output_meta(size_t) const override { return {leaf_.sizes(), leaf_.dtype(), leaf_.device()}; }
   const Tensor& leaf() const { return leaf_; }
 
  private:

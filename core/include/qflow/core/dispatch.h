@@ -41,6 +41,22 @@ class Dispatcher {
   /// Keys excluded on this thread (see ExcludeKeyGuard).
   static DispatchKeySet excluded();
   static void set_excluded(DispatchKeySet keys);
+  /// Keys every call on this thread visits whatever its tensors carry (see IncludeKeyGuard),
+  /// unless excluded: a layer that must see every op, backward ops included, such as a recorder.
+  static DispatchKeySet included();
+  static void set_included(DispatchKeySet keys);
+};
+
+/// Includes a key in every call on this thread for the guard's lifetime.
+class IncludeKeyGuard {
+ public:
+  explicit IncludeKeyGuard(DispatchKey key);
+  ~IncludeKeyGuard();
+  IncludeKeyGuard(const IncludeKeyGuard&) = delete;
+  IncludeKeyGuard& operator=(const IncludeKeyGuard&) = delete;
+
+ private:
+  DispatchKeySet previous_;
 };
 
 /// Excludes a key on this thread for the guard's lifetime (NoGradGuard is one).

@@ -10,12 +10,14 @@
 
 namespace qflow {
 
-Tensor empty(const IntList& sizes, DType dtype = DType::Float32);
-Tensor zeros(const IntList& sizes, DType dtype = DType::Float32);
-Tensor ones(const IntList& sizes, DType dtype = DType::Float32);
-Tensor full(const IntList& sizes, const Scalar& value, std::optional<DType> dtype = std::nullopt);
+// Every factory takes the device to create on (Note [Devices]); the *_like ones use t's.
+Tensor empty(const IntList& sizes, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor zeros(const IntList& sizes, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor ones(const IntList& sizes, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor full(const IntList& sizes, const Scalar& value, std::optional<DType> dtype = std::nullopt,
+            Device device = Device::cpu());
 /// A 0-dim tensor.
-Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype = std::nullopt);
+Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype = std::nullopt, Device device = Device::cpu());
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
@@ -25,10 +27,12 @@ Tensor arange(const Scalar& end);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, std::optional<DType> dtype = std::nullopt);
 Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32);
 
+// Random tensors on a device draw the same numbers as on the CPU (drawn there, then copied):
+// a seed means one model whatever the device, which the CPU/GPU parity tests rely on.
 /// Uniform on [0, 1).
-Tensor rand(const IntList& sizes, DType dtype = DType::Float32, Generator* gen = nullptr);
+Tensor rand(const IntList& sizes, DType dtype = DType::Float32, Generator* gen = nullptr, Device device = Device::cpu());
 /// Standard normal.
-Tensor randn(const IntList& sizes, DType dtype = DType::Float32, Generator* gen = nullptr);
+Tensor randn(const IntList& sizes, DType dtype = DType::Float32, Generator* gen = nullptr, Device device = Device::cpu());
 /// Uniform integers in [low, high).
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, DType dtype = DType::Int64, Generator* gen = nullptr);
 /// A random permutation of 0..n-1 (int64).

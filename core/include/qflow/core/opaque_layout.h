@@ -18,10 +18,11 @@ namespace qflow {
 /// layout's bytes (channels padded to the block, the padding zero), and it carries
 /// kOpaqueLayoutKey.
 ///
-/// Ops declared layout-aware (OpRegistry::allow_opaque_layout: convolution, batch norm, ReLU
-/// and its backward, add) take such tensors as they are and keep the layout from one layer to
-/// the next through a training step. For every other op the opaque-layout dispatch layer, the
-/// last before the kernel, converts them to plain first — in place (TensorImpl::make_plain),
+/// The blocked layout is a kernel key, like a device (Note [Kernels per device]): ops with a
+/// blocked kernel (OpRegistry::impl_blocked: convolution, batch norm, ReLU and its backward,
+/// add, ...) take such tensors as they are and keep the layout from one layer to the next
+/// through a training step. For every other op the opaque-layout dispatch layer, the last
+/// before the kernel, converts them to plain first — in place (TensorImpl::make_plain),
 /// so views, in-place ops and autograd's saved tensors all see the same values, and no kernel
 /// ever reads blocked bytes through strides. Code that reads elements directly (data_ptr,
 /// to_vector, printing, saving) converts the same way. layout_conversion_count() counts the

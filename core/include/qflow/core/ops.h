@@ -103,6 +103,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);  // "to"
+/// x on `device` (x itself when already there); see Note [Devices].
+Tensor to_device(const Tensor& x, Device device);
 Tensor cat(const TensorList& tensors, int64_t dim = 0);
 Tensor stack(const TensorList& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
@@ -119,5 +121,12 @@ Tensor bmm(const Tensor& a, const Tensor& b);    // (B,n,k) @ (B,k,m)
 Tensor matmul(const Tensor& a, const Tensor& b); // NumPy matmul semantics incl. batch broadcast
 /// beta * self + alpha * (a @ b); self broadcasts to (n,m).
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
+
+// ---- optimizer updates (core/kernels/optim.cpp) ----------------------------------------------
+/// torch.optim.SGD's update of every params[i] from grads[i] in place (momentum_buffers[i] too,
+/// which first_step sets to the gradient): one call, one launch on a GPU.
+void sgd_update_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers, double lr,
+                 double momentum = 0, double dampening = 0, double weight_decay = 0, bool nesterov = false,
+                 bool first_step = false);
 
 }  // namespace qflow

@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 
+#include "qflow/core/device.h"
+
 namespace qflow {
 
 /// Alignment of every buffer qflow allocates (one cache line; enough for AVX-512 loads).
@@ -15,18 +17,21 @@ class Storage {
  public:
   using Deleter = std::function<void(void*)>;
 
-  /// Allocates `nbytes` (zero allowed) aligned to kStorageAlignment. Contents are undefined.
-  static std::shared_ptr<Storage> allocate(size_t nbytes);
+  /// Allocates `nbytes` (zero allowed) on `device`, aligned to kStorageAlignment on the CPU
+  /// (device allocators align at least as much). Contents are undefined.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = Device::cpu());
   /// Wraps memory owned elsewhere; `deleter` (may be empty) runs when the storage dies.
-  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Deleter deleter);
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Deleter deleter, Device device = Device::cpu());
 
-  Storage(void* data, size_t nbytes, Deleter deleter);
+  Storage(void* data, size_t nbytes, Deleter deleter, Device device = Device::cpu());
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  /// Where the bytes live (Note [Devices]); data() is a device address when not the CPU.
+  Device device() const { return device_; }
 
   /// Version counter shared by all views of this storage: bumped by every in-place write,
   /// checked by autograd when it unpacks a saved tensor. See Note [Version counter].
@@ -39,6 +44,7 @@ class Storage {
   void* data_;
   size_t nbytes_;
   Deleter deleter_;
+  Device device_;
   std::atomic<uint64_t> version_{0};
 };
 

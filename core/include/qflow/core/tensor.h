@@ -29,6 +29,9 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   DType dtype() const { return checked_impl()->dtype(); }
+  /// Where the elements live (Note [Devices]).
+  Device device() const { return checked_impl()->device(); }
+  bool is_cuda() const { return device().is_cuda(); }
   int64_t dim() const { return checked_impl()->dim(); }
   int64_t numel() const { return checked_impl()->numel(); }
   /// Concrete sizes (for a traced proxy: the sizes seen while tracing).
@@ -95,6 +98,11 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
+  /// A copy on `device` (this tensor when it is already there); differentiable. Copying to the
+  /// CPU waits for the device; copying to a device is queued on its stream.
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor index_select(int64_t dim, const Tensor& index) const;
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);

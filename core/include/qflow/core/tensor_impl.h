@@ -38,6 +38,8 @@ class TensorImpl {
   const std::vector<int64_t>& strides() const { return strides_; }
   int64_t offset() const { return offset_; }
   DType dtype() const { return dtype_; }
+  /// The storage's device (the CPU for a tensor without storage, e.g. a traced proxy).
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
   int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
   int64_t numel() const { return numel_; }
   bool is_contiguous() const { return contiguous_; }

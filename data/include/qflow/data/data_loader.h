@@ -35,6 +35,9 @@ struct DataLoaderOptions {
   DistributedSampler sampler = {};
   /// Applied to every sample (may be null). Samples still uint8 after it are scaled to [0, 1].
   TransformPtr transform = nullptr;
+  /// Build batches in page-locked memory, for training on a GPU: `.to(cuda)` then queues a DMA
+  /// copy and returns at once (Note [Pinned batches]). Needs a usable GPU.
+  bool pin_memory = false;
 };
 
 // Note [Deterministic loading]

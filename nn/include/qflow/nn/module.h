@@ -129,6 +129,11 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Converts floating point parameters and buffers (and their grads) to `dtype` in place:
   /// handles held by members stay valid. See Note [Module::to converts in place].
   Module& to(DType dtype);
+  /// Moves every parameter and buffer (and their grads) to `device` in place, the same way;
+  /// an optimizer built on the parameters follows with Optimizer::to (Note [Devices]).
+  Module& to(Device device);
+  /// The device of the first parameter or buffer (the CPU for a module without any).
+  Device device() const;
 
   /// Deep copy: new parameters, buffers and children, independent of this module's data and
   /// autograd graph. Derive from nn::Cloneable<X> to implement it; see Note [Module cloning].

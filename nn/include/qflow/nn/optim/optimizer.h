@@ -35,6 +35,9 @@ class Optimizer {
   /// Restores a state_dict of an optimizer over the same parameter shapes; throws naming the
   /// first missing or mismatched entry and leaves the optimizer unchanged on error.
   virtual void load_state_dict(const NamedTensors& state) = 0;
+  /// Moves the per-parameter buffers to `device`, after Module::to moved the parameters
+  /// (buffers created later follow their parameter's device by themselves).
+  virtual void to(Device device) = 0;
 };
 
 namespace detail {
@@ -56,6 +59,7 @@ class OptimizerImpl : public Optimizer {
 
   NamedTensors state_dict() const override;
   void load_state_dict(const NamedTensors& state) override;
+  void to(Device device) override;
 
  protected:
   /// One per-parameter buffer step() keeps: a float64 scalar (a step count) or a tensor of the

@@ -1,0 +1,55 @@
+# The optional CUDA backend (Note [CUDA backend]). QFLOW_CUDA=AUTO builds it when CMake finds a
+# CUDA compiler, the toolkit's cuBLAS and cuDNN; ON requires them; OFF never builds it. Without
+# it the build is the CPU one, and asking for a CUDA tensor says how to get one.
+set(QFLOW_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when the CUDA toolkit and cuDNN are found), ON or OFF")
+set_property(CACHE QFLOW_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(QFLOW_HAVE_CUDA OFF)
+
+if(NOT QFLOW_CUDA STREQUAL "OFF" AND NOT QFLOW_FUZZ)
+  # The toolkit lives outside PATH on a default install.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  set(_qflow_cuda_missing "")
+  if(CMAKE_CUDA_COMPILER)
+    # Users' GPUs: Ampere (sm_80, sm_86), Ada (sm_89), Hopper (sm_90, the PTX also runs on later
+    # chips). Each architecture is a full compile of every kernel: measured in README 'GPUs'.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90")
+    endif()
+    enable_language(CUDA)
+    # nvcc compiles device code as C++17 (CMake 3.25 knows no C++20 flag for it); the host code
+    # stays C++20 (Note [CUDA kernel files]).
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      find_path(QFLOW_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+      find_library(QFLOW_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
+      if(NOT QFLOW_CUDNN_INCLUDE_DIR OR NOT QFLOW_CUDNN_LIBRARY)
+        set(_qflow_cuda_missing "cuDNN (cudnn.h, libcudnn)")
+      elseif(NOT TARGET CUDA::cublas OR NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
+        set(_qflow_cuda_missing "cuBLAS/cuBLASLt or the static CUDA runtime")
+      else()
+        set(QFLOW_HAVE_CUDA ON)
+      endif()
+    else()
+      set(_qflow_cuda_missing "the CUDA toolkit's libraries")
+    endif()
+  else()
+    set(_qflow_cuda_missing "a CUDA compiler (nvcc)")
+  endif()
+  if(NOT QFLOW_HAVE_CUDA)
+    if(QFLOW_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "QFLOW_CUDA=ON but ${_qflow_cuda_missing} was not found (install the CUDA toolkit and cuDNN, or set QFLOW_CUDA=OFF)")
+    endif()
+    message(STATUS "qflow: CUDA backend off (${_qflow_cuda_missing} not found)")
+  else()
+    add_library(qflow_cudnn UNKNOWN IMPORTED)
+    set_target_properties(qflow_cudnn PROPERTIES IMPORTED_LOCATION ${QFLOW_CUDNN_LIBRARY}
+                                                 INTERFACE_INCLUDE_DIRECTORIES ${QFLOW_CUDNN_INCLUDE_DIR})
+    message(STATUS "qflow: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, cuDNN ${QFLOW_CUDNN_LIBRARY})")
+  endif()
+endif()

@@ -1,0 +1,18 @@
+#pragma once
+// Page-locked host memory for copies to the GPU (Note [Pinned batches]).
+#include <cstddef>
+
+namespace qflow::cuda {
+
+/// cudaHostAlloc costs milliseconds (it maps the pages for the device), so freed blocks are kept
+/// by size class (CachingAllocator::round_size) and reused. A block freed while a copy queued
+/// from it may still be running carries an event recorded on every device stream in use; it is
+/// reused only when those events completed.
+class PinnedAllocator {
+ public:
+  static PinnedAllocator& instance();
+  void* allocate(size_t nbytes);
+  void free(void* p, size_t nbytes);
+};
+
+}  // namespace qflow::cuda

@@ -1,0 +1,132 @@
+// Every op is accounted for on the GPU (Note [Kernels per device]): it has a CUDA kernel, runs
+// on every device through other ops (device_generic), or declares why it has none. And every op
+// that training and evaluating ResNet18, LeNet5 and MobileNetV2 reaches has a kernel there: the
+// ops are recorded by a dispatch layer while the models train one step on the CPU, so this runs
+// on machines without a GPU too.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "qflow/core/dispatch.h"
+#include "qflow/core/op_registry.h"
+#include "qflow/qflow.h"
+
+using namespace qflow;
+
+namespace {
+
+/// The ops tests register for themselves (error paths), not part of qflow.
+const std::set<std::string> kTestOnlyOps = {"coverage_test_unaccounted"};
+
+constexpr int kCuda = static_cast<int>(DeviceType::CUDA);
+
+bool has_tensor_argument(const OpSchema& schema) {
+  for (const ArgSpec& a : schema.args)
+    if (a.type == ArgType::Tensor || a.type == ArgType::TensorList) return true;
+  return false;
+}
+
+std::string cuda_coverage(const OpDef& op) {
+  if (op.device_kernels[kCuda]) return "CUDA kernel";
+  // Factories (empty, randn, ...) and size arithmetic: no tensor carries a device to them, so
+  // they run on the CPU; the typed API creates on a device itself (Note [Devices]).
+  if (!has_tensor_argument(op.schema)) return "no tensor argument";
+  if (op.device_generic) return "device-generic";
+  if (!op.no_kernel_reasons[kCuda].empty()) return "none: " + op.no_kernel_reasons[kCuda];
+  return "";
+}
+
+TEST(CudaOpCoverageTest, EveryOpHasACudaKernelOrADeclaredReason) {
+  std::vector<std::string> missing;
+  size_t kernels = 0, generic = 0, declared = 0;
+  for (const OpDef* op : OpRegistry::instance().all()) {
+    if (kTestOnlyOps.count(op->name)) continue;
+    const std::string how = cuda_coverage(*op);
+    std::printf("[ cuda ] %-40s %s\n", op->name.c_str(), how.empty() ? "MISSING" : how.c_str());
+    if (how.empty()) missing.push_back(op->name);
+    kernels += op->device_kernels[kCuda] != nullptr;
+    generic += op->device_generic;
+    declared += !op->device_kernels[kCuda] && !op->device_generic && !op->no_kernel_reasons[kCuda].empty();
+  }
+  std::printf("[ cuda ] %zu CUDA kernels, %zu device-generic, %zu declared without\n", kernels, generic, declared);
+  EXPECT_GE(kernels, 60u);  // a floor: registrations dropped by the linker would pass the rest vacuously
+  EXPECT_TRUE(missing.empty()) << "ops with no CUDA kernel, not device_generic and no declared reason "
+                                  "(registry.no_kernel(..., DeviceType::CUDA, reason)): "
+                               << fmt::format("{}", fmt::join(missing, ", "));
+}
+
+TEST(CudaOpCoverageTest, EveryKernelDeclarationNamesARegisteredOp) {
+  EXPECT_TRUE(OpRegistry::instance().unattached_declarations().empty())
+      << "impl/device_generic/no_kernel name ops nobody defined: "
+      << fmt::format("{}", fmt::join(OpRegistry::instance().unattached_declarations(), ", "));
+}
+
+// Records every op a call reaches on this thread, above autograd, so the backward ops are seen
+// as the engine calls them (the ops a CPU kernel calls inside itself are not: they never reach
+// a CUDA kernel, which does its own work).
+constexpr DispatchKey kRecordKey = 24;
+
+class RecordingLayer final : public DispatchLayer {
+ public:
+  std::string_view name() const override { return "op recorder"; }
+  Stack handle(const OpDef& op, Stack& args, DispatchKeySet remaining) override {
+    ops.insert(op.name);
+    return Dispatcher::redispatch(op, args, remaining);
+  }
+  std::set<std::string> ops;
+};
+
+// One SGD training step and one evaluation (loss, argmax accuracy), as qflow-train runs them.
+std::set<std::string> ops_of_training(const std::string& model_name, const models::ModelOptions& options) {
+  auto layer = std::make_shared<RecordingLayer>();
+  Dispatcher::register_layer(kRecordKey, layer);
+  struct Unregister {
+    ~Unregister() { Dispatcher::unregister_layer(kRecordKey); }
+  } unregister;
+  manual_seed(0);
+  auto model = models::create(model_name, options);
+  IncludeKeyGuard record_every_call(kRecordKey);
+  nn::optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
+  Tensor x = randn({2, options.in_channels, options.image_size, options.image_size});
+  Tensor y = from_vector<int64_t>({1, 3});
+  model->train();
+  Tensor loss = cross_entropy((*model)(x), y);
+  sgd.zero_grad();
+  loss.backward();
+  sgd.step();
+  (void)loss.item<double>();
+  model->eval();
+  {
+    NoGradGuard no_grad;
+    Tensor logits = (*model)(x);
+    (void)cross_entropy(logits, y).item<double>();
+    (void)logits.argmax(1).eq(y).sum().item<int64_t>();
+  }
+  return layer->ops;
+}
+
+void expect_all_run_on_cuda(const std::string& model_name, const models::ModelOptions& options) {
+  const std::set<std::string> ops = ops_of_training(model_name, options);
+  ASSERT_GE(ops.size(), 10u) << "the recorder saw almost nothing: is the layer wired?";
+  std::vector<std::string> missing;
+  for (const std::string& name : ops) {
+    const OpDef& op = OpRegistry::instance().get(name);
+    // A factory's result is created on the device by the typed API (the grad seed's ones_like).
+    if (!op.runs_on(DeviceType::CUDA) && has_tensor_argument(op.schema)) missing.push_back(name);
+  }
+  std::printf("[ cuda ] %s touches %zu ops: %s\n", model_name.c_str(), ops.size(), fmt::format("{}", fmt::join(ops, " ")).c_str());
+  EXPECT_TRUE(missing.empty()) << model_name << " reaches ops without a CUDA kernel: "
+                               << fmt::format("{}", fmt::join(missing, ", "));
+}
+
+TEST(CudaOpCoverageTest, TrainingAndEvaluatingResNet18RunsOnCuda) { expect_all_run_on_cuda("resnet18", {}); }
+TEST(CudaOpCoverageTest, TrainingAndEvaluatingLeNet5RunsOnCuda) {
+  expect_all_run_on_cuda("lenet5", {.num_classes = 10, .in_channels = 1, .image_size = 28});
+}
+TEST(CudaOpCoverageTest, TrainingAndEvaluatingMobileNetV2RunsOnCuda) { expect_all_run_on_cuda("mobilenet_v2", {}); }
+
+}  // namespace
