@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "watchdog.h"
 
@@ -36,11 +37,20 @@ TEST(WatchdogTest, AHungChildIsKilledWithItsProcessGroupAndReported) {
   // The grandchild went with the group.
   const std::string grandchild = file_text(pid_file);
   ASSERT_FALSE(grandchild.empty());
-  // Gone, or a zombie waiting for init to reap it ("Z" in /proc/PID/stat), not running.
-  const std::string stat = file_text("/proc/" + grandchild.substr(0, grandchild.find('\n')) + "/stat");
-  const size_t state = stat.rfind(')');
-  EXPECT_TRUE(stat.empty() || (state != std::string::npos && stat.substr(state + 2, 1) == "Z"))
-      << "the grandchild survived: " << stat;
+  // Gone, or a zombie waiting for init to reap it ("Z" in /proc/PID/stat), not running. SIGKILL
+  // takes effect when the process next runs: on a loaded machine it can still show "R" for a
+  // moment after the kill, so it gets a few seconds to die (a survivor sleeps for 600).
+  const std::string stat_path = "/proc/" + grandchild.substr(0, grandchild.find('\n')) + "/stat";
+  auto dead = [](const std::string& stat) {
+    const size_t state = stat.rfind(')');
+    return stat.empty() || (state != std::string::npos && stat.substr(state + 2, 1) == "Z");
+  };
+  std::string stat = file_text(stat_path);
+  for (int i = 0; i < 500 && !dead(stat); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stat = file_text(stat_path);
+  }
+  EXPECT_TRUE(dead(stat)) << "the grandchild survived: " << stat;
   std::filesystem::remove(log);
   std::filesystem::remove(pid_file);
 }
