@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kernels/launch_config.cuh"
 #include "kernels/norm.cuh"
 
 namespace qflow::cuda::bn {
@@ -17,20 +18,6 @@ struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
-int num_sms() {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
-  int n = cache[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();  // leave no sticky error for the caller's launch check
-      n = 100;
-    }
-    cache[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }

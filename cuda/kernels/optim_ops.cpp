@@ -6,7 +6,8 @@
 // step of ~6 ms on an H100 (issue 33). sgd_update_ gets all of a group's parameters at once;
 // here they are cut into chunks of kSgdChunk elements, the chunk table goes to the device in one
 // copy, and one launch updates everything (PyTorch's "foreach"/multi-tensor apply). Tensors that
-// are not dense float32 (never the case for qflow's layers) take the per-parameter ops instead.
+// are not contiguous float32 (never the case for qflow's layers) take the CPU kernel, a
+// sequence of ops that runs on any device.
 #include <vector>
 
 #include "kernels/optim.cuh"
@@ -28,19 +29,13 @@ Stack sgd_update_cuda(OpArgs& a) {
                    a.to_bool("nesterov"), a.to_bool("first_step")};
   const bool with_buffers = h.momentum != 0.0f;
   std::vector<SgdChunk> chunks;
+  TensorList rest_params, rest_grads, rest_buffers;  // not dense float32: the per-parameter ops
   for (size_t i = 0; i < params.size(); ++i) {
     const bool fused = fusable(params[i]) && fusable(grads[i]) && (!with_buffers || fusable(buffers[i]));
-    if (!fused) {  // the per-parameter ops, as on the CPU
-      const double lr = a.to_double("lr"), momentum = a.to_double("momentum");
-      Tensor p = params[i], g = grads[i];
-      if (h.weight_decay != 0.0f) g = add(g, p, a.to_double("weight_decay"));
-      if (with_buffers) {
-        Tensor buf = buffers[i];
-        if (h.first_step) buf.copy_(g);
-        else buf.mul_(momentum).add_(g, 1.0 - a.to_double("dampening"));
-        g = h.nesterov ? add(g, buf, momentum) : buf;
-      }
-      p.add_(g, -lr);
+    if (!fused) {
+      rest_params.push_back(params[i]);
+      rest_grads.push_back(grads[i]);
+      if (with_buffers) rest_buffers.push_back(buffers[i]);
       continue;
     }
     float* p = static_cast<float*>(params[i].impl()->data());
@@ -50,6 +45,16 @@ Stack sgd_update_cuda(OpArgs& a) {
       chunks.push_back({p + start, g + start, b ? b + start : nullptr, std::min(kSgdChunk, params[i].numel() - start)});
     params[i].impl()->storage()->bump_version();  // cached forms of the weight (conv) go stale
     if (with_buffers) buffers[i].impl()->storage()->bump_version();
+  }
+  if (!rest_params.empty()) {
+    // The CPU kernel is the per-parameter sequence of ops, which run here on the GPU.
+    Stack rest = a.stack();
+    rest[0] = Value(rest_params);
+    rest[1] = Value(rest_grads);
+    rest[2] = Value(rest_buffers);
+    const OpDef& op = OpRegistry::instance().get("sgd_update_");
+    OpArgs view(op.schema, rest);
+    op.kernel(view);
   }
   if (chunks.empty()) return {};
   Launch launch(params.front());

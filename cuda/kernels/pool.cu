@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kernels/launch_config.cuh"
 #include "kernels/pool.cuh"
 
 namespace qflow::cuda::pool {
@@ -13,26 +14,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-int num_sms() {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
-  int n = cache[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      n = 100;
-    }
-    cache[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
 
-unsigned blocks_for(int64_t total) {
-  const int64_t want = (total + kThreads - 1) / kThreads;
-  const int64_t cap = 32 * static_cast<int64_t>(num_sms());
-  return static_cast<unsigned>(want < 1 ? 1 : (want > cap ? cap : want));
-}
+unsigned blocks_for(int64_t total) { return grid_blocks(total, kThreads); }
 
 // (n, c, h, w) of element i of a dense (N, C, H, W) tensor in NCHW or channels-last order.
 template <bool CL>

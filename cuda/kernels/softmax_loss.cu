@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kernels/launch_config.cuh"
 #include "kernels/softmax_loss.cuh"
 
 namespace qflow::cuda::sl {
@@ -14,26 +15,8 @@ constexpr int kThreads = 256;
 constexpr int kReduceThreads = 1024;
 constexpr unsigned kFull = 0xffffffffu;
 
-int num_sms() {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
-  int n = cache[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      n = 100;
-    }
-    cache[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
 
-unsigned blocks_for(int64_t threads_wanted) {
-  const int64_t want = (threads_wanted + kThreads - 1) / kThreads;
-  const int64_t cap = 32 * static_cast<int64_t>(num_sms());
-  return static_cast<unsigned>(want < 1 ? 1 : (want > cap ? cap : want));
-}
+unsigned blocks_for(int64_t threads_wanted) { return grid_blocks(threads_wanted, kThreads); }
 
 #define QFLOW_GRID_STRIDE(i, total)                                                                         \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (total);                \

@@ -25,6 +25,7 @@
 #include "qflow/qflow.h"
 
 using namespace qflow;
+using qflow::testing::channels_last;
 using qflow::testing::gpu;
 using qflow::testing_util::error_of;
 using qflow::testing_util::relative_error;
@@ -95,9 +96,6 @@ std::vector<ConvCase> all_cases() {
 }
 
 Tensor f64(const Tensor& t) { return t.to(DType::Float64); }
-
-// A channels-last copy (NHWC memory, logical NCHW sizes) of a 4-D GPU tensor.
-Tensor channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
 
 bool has_channels_last_strides(const Tensor& t) {
   if (t.dim() != 4) return false;

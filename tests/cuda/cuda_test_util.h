@@ -8,6 +8,7 @@
 #include "compare.h"
 #include "qflow/core/device_runtime.h"
 #include "qflow/core/error.h"
+#include "qflow/core/factory.h"
 #include "qflow/core/tensor.h"
 
 namespace qflow::testing {
@@ -24,6 +25,31 @@ inline std::string cuda_unavailable_reason() {
 
 /// The GPU the tests run on.
 inline Device gpu() { return Device::cuda(0); }
+
+/// The memory orders the kernels are tested in (logical sizes unchanged).
+enum class Layout { NCHW, ChannelsLast, Strided };
+inline const char* name(Layout l) {
+  return l == Layout::NCHW ? "NCHW" : (l == Layout::ChannelsLast ? "channels-last" : "strided");
+}
+
+/// t's values in channels-last order (NHWC strides on the logical NCHW sizes), on t's device.
+inline Tensor channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
+
+/// A standard-normal CPU tensor from its own seed.
+inline Tensor randn_cpu(const IntList& sizes, uint64_t seed, DType dtype = DType::Float32) {
+  Generator gen(seed);
+  return randn(sizes, dtype, &gen);
+}
+
+/// `got` (a GPU result) has want's sizes and dtype and its values within `tol` (relative to
+/// want's largest element, tests/compare.h).
+inline void expect_match(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  EXPECT_TRUE(got.device().is_cuda()) << what;
+  EXPECT_EQ(got.sizes(), want.sizes()) << what;
+  EXPECT_EQ(got.dtype(), want.dtype()) << what;
+  EXPECT_LE(testing_util::relative_error(got.cpu(), want), tol) << what;
+}
 
 }  // namespace qflow::testing
 

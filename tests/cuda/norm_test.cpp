@@ -19,18 +19,14 @@
 #include "qflow/qflow.h"
 
 using namespace qflow;
+using qflow::testing::Layout;
+using qflow::testing::name;
 using qflow::testing::gpu;
 using qflow::testing_util::relative_error;
 
 namespace {
 
 constexpr double kTol = 1e-4;
-
-enum class Layout { NCHW, ChannelsLast, Strided };
-
-const char* name(Layout l) {
-  return l == Layout::NCHW ? "NCHW" : (l == Layout::ChannelsLast ? "channels-last" : "strided");
-}
 
 // `cpu` on the GPU in the given memory order (logical sizes unchanged).
 Tensor on_gpu(const Tensor& cpu, Layout layout) {

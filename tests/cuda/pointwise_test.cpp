@@ -23,6 +23,7 @@
 #include "qflow/qflow.h"
 
 using namespace qflow;
+using namespace qflow::testing;
 using qflow::testing_util::relative_error;
 
 namespace {
@@ -31,22 +32,6 @@ constexpr double kExact = 0.0;
 constexpr double kUlps = 1e-6;
 
 Tensor on_gpu(const Tensor& t) { return t.to(qflow::testing::gpu()); }
-
-Tensor randn_cpu(const IntList& sizes, uint64_t seed, DType dtype = DType::Float32) {
-  Generator gen(seed);
-  return randn(sizes, dtype, &gen);
-}
-
-// x's values in channels-last order (NHWC strides on the logical NCHW sizes), same device.
-Tensor channels_last(const Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
-
-void expect_match(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what;
-  EXPECT_TRUE(got.device().is_cuda()) << what;
-  EXPECT_EQ(got.sizes(), want.sizes()) << what;
-  EXPECT_EQ(got.dtype(), want.dtype()) << what;
-  EXPECT_LE(relative_error(got.cpu(), want), tol) << what;
-}
 
 // One pair of operands, made from CPU bases by `make_a`/`make_b` (a layout or a view) on both
 // devices: the GPU operands are the same views of the copied bases.

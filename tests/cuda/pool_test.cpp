@@ -20,18 +20,14 @@
 #include "qflow/qflow.h"
 
 using namespace qflow;
+using qflow::testing::Layout;
+using qflow::testing::name;
 using qflow::testing::gpu;
 using qflow::testing_util::relative_error;
 
 namespace {
 
 constexpr double kAvgTol = 1e-6;
-
-enum class Layout { NCHW, ChannelsLast, Strided };
-
-const char* name(Layout l) {
-  return l == Layout::NCHW ? "NCHW" : (l == Layout::ChannelsLast ? "channels-last" : "strided");
-}
 
 Tensor on_gpu(const Tensor& cpu, Layout layout) {
   Tensor g = cpu.to(gpu());

@@ -25,6 +25,7 @@
 #include "qflow/qflow.h"
 
 using namespace qflow;
+using namespace qflow::testing;
 using qflow::testing_util::relative_error;
 
 namespace {
@@ -33,21 +34,6 @@ constexpr double kExact = 0.0;
 constexpr double kSum = 1e-5;
 
 Tensor on_gpu(const Tensor& t) { return t.to(qflow::testing::gpu()); }
-
-Tensor randn_cpu(const IntList& sizes, uint64_t seed, DType dtype = DType::Float32) {
-  Generator gen(seed);
-  return randn(sizes, dtype, &gen);
-}
-
-Tensor channels_last(const Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
-
-void expect_match(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what;
-  EXPECT_TRUE(got.device().is_cuda()) << what;
-  EXPECT_EQ(got.sizes(), want.sizes()) << what;
-  EXPECT_EQ(got.dtype(), want.dtype()) << what;
-  EXPECT_LE(relative_error(got.cpu(), want), tol) << what;
-}
 
 Tensor same(const Tensor& t) { return t; }
 
