@@ -187,10 +187,14 @@ std::vector<Chunk> chunks_of(const Geometry& g, DType dt, Device device, bool nh
   return r;
 }
 
+/// An input with no channels or an empty plane (its padding still gives an output): cuDNN's
+/// descriptors reject zero sizes, and every output element is an empty sum, so no cuDNN call.
+bool empty_input(const Geometry& g) { return g.c == 0 || g.h == 0 || g.w == 0; }
+
 /// Whether this call runs channels-last: float32 does, unless cuDNN has no channels-last
 /// algorithm for one of the passes it needs (then NCHW: Note [cuDNN convolutions]).
 bool use_nhwc(const Geometry& g, DType dt, Device device, const std::vector<Pass>& passes, const char* op) {
-  if (dt != DType::Float32 || g.n == 0) return dt == DType::Float32;
+  if (dt != DType::Float32 || g.n == 0 || empty_input(g)) return dt == DType::Float32;
   Plan& plan = conv::plan_for(spec_for(g, std::min(g.n, images_per_call(g, op)), dt, device, true));
   for (Pass p : passes)
     if (!plan.supports(cudnn(device), p)) return false;
@@ -315,9 +319,13 @@ Stack conv2d_cuda(OpArgs& a) {
   const std::vector<int64_t> y_sizes{g.n, g.o, g.oh, g.ow};
   Tensor y = nhwc ? empty_channels_last(y_sizes, dt, dev) : empty(y_sizes, dt, dev);
   if (g.n > 0) {
-    const Tensor x = in_format(as_4d(input), nhwc, launch.stream, op);
-    const Tensor w = conv::filter_in_layout(weight, nhwc, launch.stream);
-    run_forward(g, nhwc, x, w, y, op);
+    if (empty_input(g)) {
+      QFLOW_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), launch.stream), op);
+    } else {
+      const Tensor x = in_format(as_4d(input), nhwc, launch.stream, op);
+      const Tensor w = conv::filter_in_layout(weight, nhwc, launch.stream);
+      run_forward(g, nhwc, x, w, y, op);
+    }
     if (bias.defined() || kRelu) {
       const Tensor b = bias.defined() && !bias.is_contiguous() ? contiguous(bias) : bias;
       const ChannelView v = channel_view(y);
@@ -360,19 +368,20 @@ Stack conv2d_backward_cuda(OpArgs& a) {
   // grad_output in cuDNN's format when a cuDNN pass reads it; the bias gradient reads any
   // dense channels-last or NCHW-contiguous tensor as it is.
   Tensor dy = as_4d(gy);
-  if (g.n > 0 && (want_input || want_weight || (!is_channels_last(dy) && !dy.is_contiguous())))
+  const bool no_cudnn = g.n == 0 || empty_input(g);  // every gradient but the bias's is zero or empty
+  if (g.n > 0 && ((!no_cudnn && (want_input || want_weight)) || (!is_channels_last(dy) && !dy.is_contiguous())))
     dy = in_format(dy, nhwc, launch.stream, op);
 
   if (want_input) {
     const std::vector<int64_t> x_sizes{g.n, g.c, g.h, g.w};
     gx = nhwc ? empty_channels_last(x_sizes, dt, dev) : empty(x_sizes, dt, dev);
-    if (g.n > 0) run_backward_data(g, nhwc, dy, conv::filter_in_layout(weight, nhwc, launch.stream), gx, op);
+    if (!no_cudnn) run_backward_data(g, nhwc, dy, conv::filter_in_layout(weight, nhwc, launch.stream), gx, op);
     gx = unbatch(gx, input.dim());
   }
 
   if (want_weight) {
     gw = empty(weight.sizes(), dt, dev);  // OIHW-contiguous, as the parameter and the CPU's result
-    if (g.n == 0) {
+    if (no_cudnn) {
       QFLOW_CUDA_CHECK(cudaMemsetAsync(gw.raw_data(), 0, gw.nbytes(), launch.stream), op);
     } else {
       const Tensor x = in_format(as_4d(input), nhwc, launch.stream, op);

@@ -46,13 +46,21 @@ Tensor cat_into_new(const TensorList& ts, const std::vector<int64_t>& sizes, DTy
     if (skipped_in_cat(t)) continue;
     const int64_t n = t.sizes()[static_cast<size_t>(dim)];
     if (t.numel() > 0) {
-      if (t.is_contiguous() && t.dtype() == dtype) {
+      // cudaMemcpy2D refuses pitches above cudaDevAttrMaxPitch (2^31 - 1 bytes): one row is a
+      // plain copy, longer rows take the strided kernel.
+      const int64_t pitch = s.n * s.inner * es;
+      if (t.is_contiguous() && t.dtype() == dtype && (s.outer == 1 || pitch <= int64_t{0x7FFFFFFF})) {
         Launch launch(o);
         const size_t row = static_cast<size_t>(n * s.inner * es);
-        QFLOW_CUDA_CHECK(cudaMemcpy2DAsync(base + offset * s.inner * es, static_cast<size_t>(s.n * s.inner * es),
-                                           device_ptr(t), row, row, static_cast<size_t>(s.outer),
-                                           cudaMemcpyDeviceToDevice, launch.stream),
-                         "cat");
+        if (s.outer == 1)
+          QFLOW_CUDA_CHECK(cudaMemcpyAsync(base + offset * s.inner * es, device_ptr(t), row, cudaMemcpyDeviceToDevice,
+                                           launch.stream),
+                           "cat");
+        else
+          QFLOW_CUDA_CHECK(cudaMemcpy2DAsync(base + offset * s.inner * es, static_cast<size_t>(pitch), device_ptr(t),
+                                             row, row, static_cast<size_t>(s.outer), cudaMemcpyDeviceToDevice,
+                                             launch.stream),
+                           "cat");
       } else {
         auto view = std::make_shared<TensorImpl>(o.impl()->storage(), t.sizes(), o.strides(),
                                                  offset * o.strides()[static_cast<size_t>(dim)], dtype);

@@ -8,10 +8,12 @@
 // copy, and one launch updates everything (PyTorch's "foreach"/multi-tensor apply). Tensors that
 // are not contiguous float32 (never the case for qflow's layers) take the CPU kernel, a
 // sequence of ops that runs on any device.
+#include <cstring>
 #include <vector>
 
 #include "kernels/optim.cuh"
 #include "src/cuda_ops.h"
+#include "src/pinned_allocator.h"
 #include "qflow/core/ops.h"
 
 namespace qflow::cuda {
@@ -60,9 +62,13 @@ Stack sgd_update_cuda(OpArgs& a) {
   Launch launch(params.front());
   const size_t table_bytes = chunks.size() * sizeof(SgdChunk);
   auto table = workspace(table_bytes, params.front().device());
-  // From pageable memory: the call returns once `chunks` was read, so the vector may go.
-  QFLOW_CUDA_CHECK(cudaMemcpyAsync(table->data(), chunks.data(), table_bytes, cudaMemcpyHostToDevice, launch.stream),
-                   "sgd_update_");
+  // Staged in page-locked memory: a DMA copy that never waits on the host, and whose block is
+  // reused only after the copy ran (Note [Pinned batches]).
+  void* staging = PinnedAllocator::instance().allocate(table_bytes);
+  std::memcpy(staging, chunks.data(), table_bytes);
+  const cudaError_t copied = cudaMemcpyAsync(table->data(), staging, table_bytes, cudaMemcpyHostToDevice, launch.stream);
+  PinnedAllocator::instance().free(staging, table_bytes);
+  QFLOW_CUDA_CHECK(copied, "sgd_update_");
   launch_sgd_update(static_cast<const SgdChunk*>(table->data()), static_cast<int64_t>(chunks.size()), h, launch.stream);
   QFLOW_CUDA_CHECK_LAUNCH("sgd_update_");
   return {};

@@ -16,13 +16,15 @@ namespace {
 
 struct FreeBlock {
   void* p;
-  std::vector<cudaEvent_t> events;  // one per device stream the copies may have used
+  std::vector<cudaEvent_t> events;  // events[d]: recorded on device d's stream
 };
 
 struct Pool {
   std::mutex mutex;
   std::unordered_map<size_t, std::deque<FreeBlock>> free_blocks;  // by size class, oldest first
-  std::vector<cudaEvent_t> spare_events;
+  // Completed events for reuse, by the device they were created on: cudaEventRecord needs the
+  // event and the stream on one device.
+  std::vector<std::vector<cudaEvent_t>> spare_events;
 };
 
 Pool& pool() {
@@ -55,7 +57,8 @@ void* PinnedAllocator::allocate(size_t nbytes) {
     if (!blocks.empty() && done(blocks.front())) {
       FreeBlock b = blocks.front();
       blocks.pop_front();
-      for (cudaEvent_t e : b.events) p.spare_events.push_back(e);
+      if (p.spare_events.size() < b.events.size()) p.spare_events.resize(b.events.size());
+      for (size_t d = 0; d < b.events.size(); ++d) p.spare_events[d].push_back(b.events[d]);
       return b.p;
     }
   }
@@ -69,18 +72,27 @@ void PinnedAllocator::free(void* block, size_t nbytes) {
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
   FreeBlock b{block, {}};
-  for (int d = 0; d < device_count(); ++d) {
-    const Device device = Device::cuda(d);
-    DeviceGuard guard(device);
-    cudaEvent_t e = nullptr;
-    if (!p.spare_events.empty()) {
-      e = p.spare_events.back();
-      p.spare_events.pop_back();
-    } else {
-      QFLOW_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "pinned memory");
+  const int count = device_count();
+  if (p.spare_events.size() < static_cast<size_t>(count)) p.spare_events.resize(static_cast<size_t>(count));
+  // This runs in a Storage's destructor, which must not throw (and at exit the CUDA runtime may
+  // be gone): a block whose copies cannot be tracked is never reused (it leaks).
+  try {
+    for (int d = 0; d < count; ++d) {
+      const Device device = Device::cuda(d);
+      DeviceGuard guard(device);
+      auto& spare = p.spare_events[static_cast<size_t>(d)];
+      cudaEvent_t e = nullptr;
+      if (!spare.empty()) {
+        e = spare.back();
+        spare.pop_back();
+      } else {
+        QFLOW_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "pinned memory");
+      }
+      QFLOW_CUDA_CHECK(cudaEventRecord(e, stream(device)), "pinned memory");
+      b.events.push_back(e);
     }
-    QFLOW_CUDA_CHECK(cudaEventRecord(e, stream(device)), "pinned memory");
-    b.events.push_back(e);
+  } catch (const Error&) {
+    return;
   }
   p.free_blocks[size].push_back(b);
 }

@@ -41,7 +41,26 @@ class CudaRuntime final : public DeviceRuntime {
     DeviceGuard guard(device);
     cudaStream_t s = stream(device);
     if (src_device.is_cuda() && dst_device.is_cuda() && src_device != dst_device) {
+      // The destination's stream may still use the block (a freed one reused by the caching
+      // allocator) and runs the ops that read the copy: the copy waits for the work queued
+      // there, and that stream's later work waits for the copy.
+      cudaStream_t d = stream(dst_device);
+      cudaEvent_t before = nullptr, after = nullptr;
+      {
+        DeviceGuard dst_guard(dst_device);
+        QFLOW_CUDA_CHECK(cudaEventCreateWithFlags(&before, cudaEventDisableTiming), "to_device");
+        QFLOW_CUDA_CHECK(cudaEventRecord(before, d), "to_device");
+      }
+      QFLOW_CUDA_CHECK(cudaStreamWaitEvent(s, before, 0), "to_device");
+      QFLOW_CUDA_CHECK(cudaEventDestroy(before), "to_device");  // released once it completed
       QFLOW_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index(), src, src_device.index(), nbytes, s), "to_device");
+      QFLOW_CUDA_CHECK(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), "to_device");
+      QFLOW_CUDA_CHECK(cudaEventRecord(after, s), "to_device");
+      {
+        DeviceGuard dst_guard(dst_device);
+        QFLOW_CUDA_CHECK(cudaStreamWaitEvent(d, after, 0), "to_device");
+      }
+      QFLOW_CUDA_CHECK(cudaEventDestroy(after), "to_device");
     } else {
       QFLOW_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, s), "to_device");
     }
