@@ -187,3 +187,42 @@ TEST(CudaTrainingTest, FusedSgdUpdateEqualsTheCpuOp) {
 }
 
 }  // namespace
+
+namespace {
+
+// Twelve 1×4×4 images whose pixels are their index, labels index % 3.
+class CountingImages final : public data::Dataset {
+ public:
+  int64_t size() const override { return 12; }
+  data::Example get(int64_t index) const override {
+    return {full({1, 4, 4}, Scalar(static_cast<double>(index)), DType::Float32), index % 3};
+  }
+  const std::vector<std::string>& class_names() const override { return names_; }
+
+ private:
+  std::vector<std::string> names_{"a", "b", "c"};
+};
+
+// Note [Pinned batches]: the same batches, built in page-locked memory, copied to the GPU
+// while the host goes on, and reused only once their copies ran.
+TEST(CudaTrainingTest, PinnedBatchesEqualOrdinaryOnesAndReachTheGpu) {
+  QFLOW_REQUIRE_CUDA();
+  auto dataset = std::make_shared<CountingImages>();
+  for (const int workers : {0, 2}) {
+    data::DataLoader plain(dataset, {.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = workers});
+    data::DataLoader pinned(dataset, {.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = workers, .pin_memory = true});
+    for (int epoch = 0; epoch < 3; ++epoch) {  // later epochs reuse the pinned blocks
+      auto a = plain.begin();
+      for (data::Batch& b : pinned) {
+        ASSERT_FALSE(a == plain.end());
+        EXPECT_EQ(b.images.device(), Device::cpu());
+        const Tensor images = b.images.to(gpu()), labels = b.labels.to(gpu());
+        EXPECT_EQ(relative_error(images.cpu(), (*a).images), 0.0) << "workers " << workers << " epoch " << epoch;
+        EXPECT_EQ(to_vector<int64_t>(labels), to_vector<int64_t>((*a).labels));
+        ++a;
+      }
+    }
+  }
+}
+
+}  // namespace
