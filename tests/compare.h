@@ -61,6 +61,27 @@ inline double relative_error(const Tensor& got, const Tensor& want) {
   return scale == 0 ? diff : diff / scale;
 }
 
+/// 1 − cos(got, want), the two flattened into vectors: 0 for the same direction. For gradients
+/// behind a ReLU computed on two devices, where an element whose input is within rounding of 0
+/// takes the other branch (a large local difference that relative_error reports in full) while
+/// a wrong kernel turns the whole vector. +Inf as relative_error on bad input, and when either
+/// is all zeros.
+inline double cosine_distance(const Tensor& got, const Tensor& want) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (!got.defined() || !want.defined()) return kInf;
+  const auto g = to_vector<double>(got), w = to_vector<double>(want);
+  if (g.size() != w.size()) return kInf;
+  double gw = 0, gg = 0, ww = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(g[i]) || !std::isfinite(w[i])) return kInf;
+    gw += g[i] * w[i];
+    gg += g[i] * g[i];
+    ww += w[i] * w[i];
+  }
+  if (gg == 0 || ww == 0) return gg == ww ? 0 : kInf;
+  return 1 - gw / std::sqrt(gg * ww);
+}
+
 /// Every element of `got` meets `want` (close_enough), after a size check; one failure per
 /// miss, the first `max_reported` of them with their values, then a count.
 inline void expect_all_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,

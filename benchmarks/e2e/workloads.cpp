@@ -16,12 +16,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds of fn() until `device` finished the work it queued (the CPU: when fn returns).
-double seconds_of(const std::function<void()>& fn, Device device = Device::cpu()) {
+// Seconds of fn() until `device` finished the work it queued (the CPU: when fn returns), and
+// (into *queued) until fn returned.
+double seconds_of(const std::function<void()>& fn, Device device = Device::cpu(), double* queued = nullptr) {
   const auto start = Clock::now();
   fn();
+  if (queued) *queued = std::chrono::duration<double>(Clock::now() - start).count();
   synchronize(device);
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
 double peak_rss_mb() {
@@ -88,7 +95,11 @@ Measurement measure(const std::string& workload, const RunSettings& settings, in
   m.device = device;
   reset_allocator_stats();
   if (!device.is_cpu()) device_runtime(device).reset_peak_memory_stats(device);
-  for (int i = 0; i < settings.repetitions; ++i) m.seconds.push_back(seconds_of(fn, device));
+  for (int i = 0; i < settings.repetitions; ++i) {
+    double queued = 0;
+    m.seconds.push_back(seconds_of(fn, device, &queued));
+    m.host_seconds.push_back(queued);
+  }
   m.cache_hit_rate = allocator_stats().hit_rate();
   if (!device.is_cpu())
     m.peak_device_mb = static_cast<double>(device_runtime(device).memory_stats(device).peak_allocated) / (1024.0 * 1024.0);
@@ -98,7 +109,7 @@ Measurement measure(const std::string& workload, const RunSettings& settings, in
 std::string to_json(const Measurement& m, bool latency) {
   std::vector<double> v = m.seconds;
   std::sort(v.begin(), v.end());
-  const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  const double median = median_of(v);
   // Latency in ms (lower is better); throughput in images/s (higher is better), so the
   // fastest run is the max of the throughput figures.
   auto value = [&](double sec) { return latency ? sec * 1e3 : static_cast<double>(m.images_per_run) / sec; };
@@ -107,8 +118,10 @@ std::string to_json(const Measurement& m, bool latency) {
   // The CPU's line is as before; a GPU's adds where it ran and its peak device memory.
   const std::string device =
       m.device.is_cpu() ? std::string()
-                        : fmt::format(R"(, "device": "{}", "device_name": "{}", "peak_device_mb": {:.1f})", m.device,
-                                      device_runtime(m.device).device_name(m.device), m.peak_device_mb);
+                        : fmt::format(R"(, "device": "{}", "device_name": "{}", "peak_device_mb": {:.1f}, )"
+                                      R"("step_ms": {:.4g}, "host_queue_ms": {:.4g})",
+                                      m.device, device_runtime(m.device).device_name(m.device), m.peak_device_mb,
+                                      median * 1e3, median_of(m.host_seconds) * 1e3);
   return fmt::format(
       R"({{"framework": "qflow", "workload": "{}", "unit": "{}", "median": {:.4g}, "min": {:.4g}, "max": {:.4g}, )"
       R"("repetitions": {}, "peak_rss_mb": {:.1f}, "cache_hit_rate": {:.3f}, "threads": {}{}}})",

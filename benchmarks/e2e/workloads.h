@@ -33,6 +33,9 @@ struct Measurement {
   // On a GPU: the device allocator's peak over the timed runs (model, optimizer state and the
   // step's activations; like torch.cuda.max_memory_allocated after reset_peak_memory_stats).
   double peak_device_mb = 0;
+  // On a GPU: each timed run's seconds until fn returned, its work queued but not done. Near
+  // `seconds`, the step is bound by the host (op dispatch and launches), not by the GPU.
+  std::vector<double> host_seconds;
 };
 
 /// Runs `fn` settings.warmup times untimed, then settings.repetitions times timed, each timed

@@ -80,7 +80,7 @@ void AlexNet::reset() {
 
 Tensor AlexNet::forward(const Tensor& x) {
   Tensor out = (*avgpool)((*features)(x));
-  out = out.view({out.size(0), -1});
+  out = out.flatten(1);  // not view: on the GPU activations are channels-last (Note [Channels-last on the GPU])
   return (*classifier)(out);
 }
 
@@ -102,7 +102,7 @@ void LeNet5::reset() {
 Tensor LeNet5::forward(const Tensor& x) {
   Tensor out = F::max_pool2d(F::relu((*conv1)(x)), {2});
   out = F::max_pool2d(F::relu((*conv2)(out)), {2});
-  out = out.view({out.size(0), -1});
+  out = out.flatten(1);  // not view: on the GPU activations are channels-last (Note [Channels-last on the GPU])
   out = F::relu((*fc1)(out));
   out = F::relu((*fc2)(out));
   return (*fc3)(out);

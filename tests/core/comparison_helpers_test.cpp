@@ -4,6 +4,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -73,6 +74,22 @@ TEST(ComparisonHelpersTest, RelativeErrorIsInfiniteOnNaNOrInfOnEitherSide) {
   EXPECT_EQ(relative_error(from_vector<float>({std::numeric_limits<float>::quiet_NaN()}), values({0})), kInf);
   // The way tests use it fails.
   EXPECT_NONFATAL_FAILURE(EXPECT_LE(relative_error(values({kNaN, 2, 3}), values({1, 2, 3})), 1e-5), "relative_error");
+}
+
+TEST(ComparisonHelpersTest, CosineDistanceSeesTheDirectionNotALocalDifference) {
+  const Tensor want = values({1, 2, 3, 4});
+  EXPECT_NEAR(cosine_distance(values({2, 4, 6, 8}), want), 0.0, 1e-12);  // a scale keeps the direction
+  EXPECT_NEAR(cosine_distance(values({-1, -2, -3, -4}), want), 2.0, 1e-12);
+  EXPECT_NEAR(cosine_distance(values({-2, 1, -4, 3}), want), 1.0, 1e-12);  // orthogonal: a permuted layout
+  // One element of four wrong by 25% of the largest: relative_error reports it in full, the
+  // direction hardly moves (1 - 34 / sqrt(30 * 39) = 0.0044).
+  EXPECT_NEAR(relative_error(values({1, 2, 3, 5}), want), 0.25, 1e-12);
+  EXPECT_NEAR(cosine_distance(values({1, 2, 3, 5}), want), 1 - 34 / std::sqrt(30.0 * 39.0), 1e-12);
+  EXPECT_EQ(cosine_distance(values({0, 0, 0, 0}), values({0, 0, 0, 0})), 0.0);
+  EXPECT_EQ(cosine_distance(values({0, 0, 0, 0}), want), kInf);
+  EXPECT_EQ(cosine_distance(values({1, kNaN, 3, 4}), want), kInf);
+  EXPECT_EQ(cosine_distance(values({1, 2}), want), kInf);  // sizes differ
+  EXPECT_EQ(cosine_distance(Tensor(), want), kInf);
 }
 
 TEST(ComparisonHelpersTest, ExpectAllCloseFailsOnNaNAndInf) {

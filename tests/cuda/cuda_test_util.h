@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "compare.h"
 #include "qflow/core/device_runtime.h"
@@ -34,6 +35,17 @@ inline const char* name(Layout l) {
 
 /// t's values in channels-last order (NHWC strides on the logical NCHW sizes), on t's device.
 inline Tensor channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
+
+/// Whether t (4-d) is laid out channels-last: NHWC strides on every dimension longer than 1
+/// (a size-1 dimension's stride is arbitrary, and contiguous() keeps whatever it had).
+inline bool is_channels_last(const Tensor& t) {
+  const auto& s = t.sizes();
+  if (s.size() != 4) return false;
+  const std::vector<int64_t> want{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+  for (size_t d = 0; d < 4; ++d)
+    if (s[d] > 1 && t.strides()[d] != want[d]) return false;
+  return true;
+}
 
 /// A standard-normal CPU tensor from its own seed.
 inline Tensor randn_cpu(const IntList& sizes, uint64_t seed, DType dtype = DType::Float32) {

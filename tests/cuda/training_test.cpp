@@ -1,6 +1,6 @@
-// Float training on the GPU against the CPU (issue 33, item 5): the same ResNet18 from the same
-// weights and batches, trained 10 SGD steps on each device in strict float32, and what moving a
-// model, an optimizer and a checkpoint between devices must keep. Skipped without a GPU.
+// Float training on the GPU against the CPU (issue 33, item 5): ten SGD steps of ResNet18, each
+// compared with the CPU from the same state in strict float32, and what moving a model, an
+// optimizer and a checkpoint between devices must keep. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,59 +14,91 @@
 
 using namespace qflow;
 using qflow::testing::gpu;
+using qflow::testing_util::cosine_distance;
 using qflow::testing_util::relative_error;
 
 namespace {
 
-struct TrainingRun {
-  std::vector<double> losses;
-  nn::StateDict final_state;
-};
-
-TrainingRun train_steps(Device device, int steps) {
-  manual_seed(7);
-  auto model = models::create("resnet18", {});
-  model->to(device);
-  nn::optim::SGD sgd(model->parameters(), {.lr = 0.02, .momentum = 0.9, .weight_decay = 5e-4});
-  Generator data(11);
-  TrainingRun run;
-  model->train();
-  for (int s = 0; s < steps; ++s) {
-    Tensor x = randn({16, 3, 32, 32}, DType::Float32, &data).to(device);
-    Tensor y = randint(0, 10, {16}, DType::Int64, &data).to(device);
-    Tensor loss = cross_entropy((*model)(x), y);
-    sgd.zero_grad();
-    loss.backward();
-    sgd.step();
-    run.losses.push_back(loss.item<double>());
-  }
-  run.final_state = model->state_dict();
-  return run;
+// Host copies of a model's parameters and buffers.
+nn::StateDict host_state(const nn::Module& model) {
+  nn::StateDict out;
+  for (const auto& [name, t] : model.state_dict()) out.insert(name, t.cpu());
+  return out;
 }
 
-// Bound: strict float32 on both devices, the kernels summing in different orders (cuDNN's
-// algorithms, block reductions vs OpenBLAS/oneDNN): each op agrees to ~1e-6 relative, and ten
-// steps of SGD with batch-norm statistics amplify that by the step's Lipschitz constant per
-// step. 1e-3 on the losses and 1e-2 on any weight tensor (max-abs relative to its largest
-// element) leave room for that and still catch a wrong gradient, which moves a loss by > 1e-2
-// within a few steps at this learning rate.
-TEST(CudaTrainingTest, TenStepsOfResNet18OnTheGpuEndWhereTheCpuRunEnds) {
+// Each of ten SGD steps of ResNet18 on the GPU, started on the CPU from the GPU model's state
+// (weights and batch-norm statistics) and the same batch, gives the CPU's loss, gradients and
+// running statistics. Compared step by step, not as two ten-step trajectories: at this
+// learning rate the loss of a net fed random labels is chaotic (it climbs from 2.3 to 3.6), so
+// two correct runs drift apart by percents within ten steps (measured on an H100: 1.4e-4
+// relative after one step, 1.1 max weight error after ten).
+//
+// Bounds. From one state the loss agrees to ~1e-7 (H100: 3e-7 at worst). Gradients pass
+// through 17 ReLUs, and a ReLU whose input lies within rounding of 0 takes the other branch on
+// the other device: that element's gradient is all or nothing. At step 0 (β = 0) those are the
+// elements where the normalised value is ~0, so a batch norm's bias gradient moves and its
+// weight gradient does not, and the difference flows down: max-abs relative errors of 0.5% in
+// every layer and 12.6% in one convolution's weight gradient on an H100, where every module
+// called alone agrees to 1e-5 (module_parity_test.cpp), and every gradient's direction to a
+// cosine distance of 3.2e-5. So the gradients are held to the direction (cosine distance
+// ≤ 1e-3, which a wrong kernel misses by far) and to 25% max-abs; the statistics, which no ReLU
+// precedes, to 1e-3 (H100: 6e-7).
+TEST(CudaTrainingTest, EveryStepOfResNet18OnTheGpuMatchesTheCpuFromTheSameState) {
   QFLOW_REQUIRE_CUDA();
-  const TrainingRun on_gpu = train_steps(gpu(), 10);
-  const TrainingRun on_cpu = train_steps(Device::cpu(), 10);
-  for (size_t s = 0; s < on_cpu.losses.size(); ++s) {
-    std::printf("[ parity ] step %zu loss cpu %.6f gpu %.6f\n", s, on_cpu.losses[s], on_gpu.losses[s]);
-    EXPECT_NEAR(on_gpu.losses[s], on_cpu.losses[s], 1e-3 * std::abs(on_cpu.losses[s])) << "step " << s;
+  manual_seed(7);
+  auto on_gpu = models::create("resnet18", {});
+  auto on_cpu = models::create("resnet18", {});
+  on_gpu->to(gpu());
+  on_gpu->train();
+  on_cpu->train();
+  nn::optim::SGD sgd(on_gpu->parameters(), {.lr = 0.02, .momentum = 0.9, .weight_decay = 5e-4});
+  Generator data(11);
+  double worst_loss = 0, worst_grad = 0, worst_cos = 0, worst_buffer = 0;
+  for (int s = 0; s < 10; ++s) {
+    on_cpu->load_state_dict(host_state(*on_gpu));
+    const Tensor x = randn({16, 3, 32, 32}, DType::Float32, &data);
+    const Tensor y = randint(0, 10, {16}, DType::Int64, &data);
+    sgd.zero_grad();
+    on_cpu->zero_grad();
+    Tensor gpu_loss = cross_entropy((*on_gpu)(x.to(gpu())), y.to(gpu()));
+    Tensor cpu_loss = cross_entropy((*on_cpu)(x), y);
+    gpu_loss.backward();
+    cpu_loss.backward();
+    const double got = gpu_loss.item<double>(), want = cpu_loss.item<double>();
+    const double loss_err = std::abs(got - want) / std::abs(want);
+    worst_loss = std::max(worst_loss, loss_err);
+    EXPECT_LE(loss_err, 1e-4) << "step " << s << ": loss gpu " << got << " cpu " << want;
+    const auto gpu_params = on_gpu->named_parameters();
+    const auto cpu_params = on_cpu->named_parameters();
+    ASSERT_EQ(gpu_params.size(), cpu_params.size());
+    for (size_t p = 0; p < cpu_params.size(); ++p) {
+      const auto& [name, want_param] = cpu_params[p];
+      const Tensor& got_grad = gpu_params[p].second.grad();
+      ASSERT_TRUE(got_grad.defined()) << "step " << s << ": " << name;
+      EXPECT_EQ(got_grad.device(), gpu()) << name;
+      const double err = relative_error(got_grad.cpu(), want_param.grad());
+      const double cos = cosine_distance(got_grad.cpu(), want_param.grad());
+      worst_grad = std::max(worst_grad, err);
+      worst_cos = std::max(worst_cos, cos);
+      EXPECT_LE(cos, 1e-3) << "step " << s << ": gradient of " << name << " (max-abs relative " << err << ")";
+      EXPECT_LE(err, 0.25) << "step " << s << ": gradient of " << name;
+      if (err > 1e-4)
+        std::printf("[ parity ] step %d gradient of %s: max-abs relative %.3g, cosine distance %.3g\n", s, name.c_str(),
+                    err, cos);
+    }
+    const auto gpu_buffers = on_gpu->named_buffers();
+    const auto cpu_buffers = on_cpu->named_buffers();
+    ASSERT_EQ(gpu_buffers.size(), cpu_buffers.size());
+    for (size_t b = 0; b < cpu_buffers.size(); ++b) {
+      const double err = relative_error(gpu_buffers[b].second.cpu(), cpu_buffers[b].second);
+      worst_buffer = std::max(worst_buffer, err);
+      EXPECT_LE(err, 1e-3) << "step " << s << ": " << cpu_buffers[b].first;
+    }
+    std::printf("[ parity ] step %d loss cpu %.7f gpu %.7f\n", s, want, got);
+    sgd.step();
   }
-  double worst = 0;
-  for (const auto& [name, want] : on_cpu.final_state) {
-    const Tensor& got = on_gpu.final_state.at(name);
-    EXPECT_EQ(got.device(), gpu()) << name;
-    const double err = relative_error(got.cpu(), want);
-    worst = std::max(worst, err);
-    EXPECT_LE(err, 1e-2) << name;
-  }
-  std::printf("[ parity ] worst weight error after 10 steps: %.3g\n", worst);
+  std::printf("[ parity ] worst over 10 steps: loss %.3g, gradient %.3g (cosine distance %.3g), running statistic %.3g\n",
+              worst_loss, worst_grad, worst_cos, worst_buffer);
 }
 
 TEST(CudaTrainingTest, ModuleToMovesParametersBuffersAndGradsInPlace) {

@@ -136,7 +136,7 @@ TEST_F(GraphCliTest, WithoutGraphvizTheDotFileIsWrittenAndThePictureRefusedClear
   EXPECT_THAT(r.output, HasSubstr("qflow-graph: wrote " + path("l.dot")));
   EXPECT_THAT(r.output, HasSubstr("qflow-graph: error: Graphviz's `dot` is not installed, so no png was made "
                                   "(install it: apt-get install graphviz)"));
-  EXPECT_EQ(dot_nodes(read_file(path("l.dot"))), 15u);  // x, 2 conv, 2 pool, 4 relu, size, view, 3 linear, output
+  EXPECT_EQ(dot_nodes(read_file(path("l.dot"))), 14u);  // x, 2 conv, 2 pool, 4 relu, flatten, 3 linear, output
   EXPECT_FALSE(std::filesystem::exists(path("l.png")));
 }
 
@@ -160,7 +160,7 @@ TEST_F(GraphCliTest, DeployStageDrawsFixedScalesPerChannel) {
                         "--out " + path("deploy.dot"));
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string text = read_file(path("deploy.dot"));
-  EXPECT_EQ(dot_nodes(text), 15u);  // the float graph's nodes, each module swapped in place
+  EXPECT_EQ(dot_nodes(text), 14u);  // the float graph's 14 nodes, each module swapped in place
   EXPECT_THAT(text, HasSubstr("conv1\\nDConv2d (conv1)\\n[1, 6, 28, 28] float32\\nbits=4 formula=google "
                               "granularity=per-channel input_scale="));
   EXPECT_THAT(text, HasSubstr("input_zero_point="));
@@ -276,7 +276,7 @@ TEST_F(GraphCliTest, CompareWritesTheCsvTheSqnrColouredGraphAndTheWorstLayers) {
                         path("lenet.safetensors") + " --compare fashion-mnist --batch 16 --compare-batches 2 "
                         "--calib-batches 2 --worst 3 --out " + path("cmp/lenet.dot") + (dot ? " --png" : ""));
   ASSERT_EQ(r.status, 0) << r.output;
-  // Every node but the input, the output and sym_size (an integer): 2 conv, 3 linear, 4 relu, 2 pool, view.
+  // Every node but the input, the output and sym_size (an integer): 2 conv, 3 linear, 4 relu, 2 pool, flatten.
   const std::string csv = read_file(path("cmp/lenet.csv"));
   EXPECT_EQ(csv_rows(csv), 12u) << csv;
   EXPECT_THAT(csv, HasSubstr("node,reference,what,elements,sqnr_db,cosine,max_abs_error,local_sqnr_db,weight_sqnr_db\n"
