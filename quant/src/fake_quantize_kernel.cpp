@@ -298,8 +298,7 @@ QFLOW_REGISTER_OPS(fake_quantize) {
   registry.impl_blocked("fake_quantize", fake_quantize_kernel);
   registry.impl_blocked("fake_quantize_backward", fake_quantize_backward_kernel);
   registry.impl_blocked("quantize", quantize_kernel);
-  registry.no_kernel({"fake_quantize", "fake_quantize_backward", "quantize"}, qflow::DeviceType::CUDA,
-                     "quantization runs on the CPU until issue 34 brings it to the GPU");
+  // The CUDA kernels: cuda/kernels/quantize_ops.cpp.
 }
 
 namespace qflow::quant {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -80,15 +81,36 @@ class RecordingLayer final : public DispatchLayer {
   std::set<std::string> ops;
 };
 
+// The model a test trains: the zoo's float model, or its QAT model (traced, then the QAT pass
+// with `qconfig`), built before the recording starts.
+using ModelMaker = std::function<nn::ModulePtr()>;
+
+ModelMaker zoo_model(const std::string& model_name, const models::ModelOptions& options) {
+  return [=] {
+    manual_seed(0);
+    return models::create(model_name, options);
+  };
+}
+
+ModelMaker qat_model(const std::string& model_name, const models::ModelOptions& options, const quant::QConfig& qconfig) {
+  return [=]() -> nn::ModulePtr {
+    manual_seed(0);
+    nn::ModulePtr model = models::create(model_name, options);
+    const Tensor example = randn({2, options.in_channels, options.image_size, options.image_size});
+    auto traced = fx::symbolic_trace(model, example);
+    return quant::quantization_aware_training(*traced, example, qconfig);
+  };
+}
+
 // One SGD training step and one evaluation (loss, argmax accuracy), as qflow-train runs them.
-std::set<std::string> ops_of_training(const std::string& model_name, const models::ModelOptions& options) {
+std::set<std::string> ops_of_training(const ModelMaker& make, const models::ModelOptions& options) {
+  auto model = make();
   auto layer = std::make_shared<RecordingLayer>();
   Dispatcher::register_layer(kRecordKey, layer);
   struct Unregister {
     ~Unregister() { Dispatcher::unregister_layer(kRecordKey); }
   } unregister;
   manual_seed(0);
-  auto model = models::create(model_name, options);
   IncludeKeyGuard record_every_call(kRecordKey);
   nn::optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
   Tensor x = randn({2, options.in_channels, options.image_size, options.image_size});
@@ -109,8 +131,9 @@ std::set<std::string> ops_of_training(const std::string& model_name, const model
   return layer->ops;
 }
 
-void expect_all_run_on_cuda(const std::string& model_name, const models::ModelOptions& options) {
-  const std::set<std::string> ops = ops_of_training(model_name, options);
+void expect_all_run_on_cuda(const std::string& model_name, const models::ModelOptions& options,
+                            const ModelMaker& make = nullptr) {
+  const std::set<std::string> ops = ops_of_training(make ? make : zoo_model(model_name, options), options);
   ASSERT_GE(ops.size(), 10u) << "the recorder saw almost nothing: is the layer wired?";
   std::vector<std::string> missing;
   for (const std::string& name : ops) {
@@ -128,5 +151,35 @@ TEST(CudaOpCoverageTest, TrainingAndEvaluatingLeNet5RunsOnCuda) {
   expect_all_run_on_cuda("lenet5", {.num_classes = 10, .in_channels = 1, .image_size = 28});
 }
 TEST(CudaOpCoverageTest, TrainingAndEvaluatingMobileNetV2RunsOnCuda) { expect_all_run_on_cuda("mobilenet_v2", {}); }
+
+// QAT (issue 34): the QAT models of the published configurations train and evaluate on ops
+// that all have CUDA kernels — fake quantization, the observers' statistics, QConvBN's folds
+// and the learned scales' gradients.
+TEST(CudaOpCoverageTest, QatResNet18RunsOnCudaWithEveryQConfigKind) {
+  std::vector<std::pair<std::string, quant::QConfig>> configs;
+  configs.push_back({"8-bit per-layer symmetric (default)", quant::QConfig{}});
+  quant::QConfig affine_channel;
+  affine_channel.scheme = quant::Scheme::Affine;
+  affine_channel.per_layer = false;
+  configs.push_back({"affine per-channel", affine_channel});
+  quant::QConfig cambricon;
+  cambricon.formula = quant::Formula::Cambricon;
+  configs.push_back({"cambricon (power-of-two scales)", cambricon});
+  quant::QConfig clipped;
+  clipped.ste = quant::Ste::Clipped;
+  clipped.bn_fold = quant::BnFold::Batch;
+  clipped.bits = 4;
+  clipped.activation_bits = 8;
+  configs.push_back({"W4A8 clipped STE, batch-statistics fold", clipped});
+  for (auto kind : {quant::ObserverKind::Lsq, quant::ObserverKind::Tqt}) {
+    quant::QConfig learned;
+    learned.observer = kind;
+    configs.push_back({kind == quant::ObserverKind::Lsq ? "LSQ" : "TQT", learned});
+  }
+  for (const auto& [what, qconfig] : configs) {
+    SCOPED_TRACE(what);
+    expect_all_run_on_cuda("resnet18 QAT (" + what + ")", {}, qat_model("resnet18", {}, qconfig));
+  }
+}
 
 }  // namespace

@@ -1,0 +1,120 @@
+// Quantization on the GPU: the arithmetic of quant/src/fake_quantize_kernel.cpp element by
+// element, so the integer grid is the CPU's exactly (Note [Quantization numerics]).
+//
+// Note [Quantization arithmetic on the GPU]
+// Each step is written with a correctly rounded intrinsic (__fdiv_rn, __fadd_rn, ...): x / s + z
+// and (q - z) * s round once per operation as on the CPU, and nothing is contracted into an FMA
+// or replaced by a reciprocal whatever the compiler's flags. rint() rounds half to even, as the
+// CPU's round_half_even and std::nearbyint do. The scale and zero point are read on the device:
+// the CPU kernel checks that a scale is finite and non-negative, which here would synchronise
+// with the host at every quantized layer; a negative or NaN scale gives NaN instead.
+#include <cuda_runtime.h>
+
+#include "kernels/launch_config.cuh"
+#include "kernels/quantize.cuh"
+
+namespace qflow::cuda::quant {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+__device__ __forceinline__ int64_t channel_of(int64_t i, const Grid& g) {
+  return g.channels == 1 ? 0 : (i / g.inner) % g.channels;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fake_quantize_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                 const T* __restrict__ scale,
+                                                                 const T* __restrict__ zero_point, Grid g) {
+  const T lo = static_cast<T>(g.quant_min), hi = static_cast<T>(g.quant_max);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = channel_of(i, g);
+    const T s = scale[c], z = zero_point[c], v0 = x[i];
+    if (s == T(0)) {  // zero range: identity
+      y[i] = v0;
+      continue;
+    }
+    T v = add_rn(div_rn(v0, s), z);
+    v = v < lo ? lo : v;  // a NaN stays NaN, as on the CPU
+    v = v > hi ? hi : v;
+    y[i] = mul_rn(sub_rn(rint(v), z), s);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fake_quantize_backward_kernel(const T* __restrict__ gy,
+                                                                          const T* __restrict__ x, T* __restrict__ gx,
+                                                                          const T* __restrict__ scale,
+                                                                          const T* __restrict__ zero_point, Grid g) {
+  const T lo = static_cast<T>(g.quant_min), hi = static_cast<T>(g.quant_max);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = channel_of(i, g);
+    const T s = scale[c], z = zero_point[c];
+    if (s == T(0)) {
+      gx[i] = gy[i];
+      continue;
+    }
+    const T q = rint(add_rn(div_rn(x[i], s), z));
+    gx[i] = (q >= lo && q <= hi) ? gy[i] : T(0);
+  }
+}
+
+template <typename T, typename Q>
+__global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict__ x, Q* __restrict__ q,
+                                                            const T* __restrict__ scale,
+                                                            const T* __restrict__ zero_point, Grid g) {
+  const T lo = static_cast<T>(g.quant_min), hi = static_cast<T>(g.quant_max);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = channel_of(i, g);
+    T v = add_rn(div_rn(x[i], scale[c]), zero_point[c]);
+    v = v >= lo ? v : lo;  // NaN takes lo (casting NaN to an integer is undefined)
+    v = v > hi ? hi : v;
+    q[i] = static_cast<Q>(rint(v));
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void launch_fake_quantize(const T* x, T* y, const T* scale, const T* zero_point, Grid g, cudaStream_t stream) {
+  if (g.n == 0) return;
+  fake_quantize_kernel<T><<<grid_blocks(g.n, kThreads), kThreads, 0, stream>>>(x, y, scale, zero_point, g);
+}
+
+template <typename T>
+void launch_fake_quantize_backward(const T* grad_out, const T* x, T* grad_in, const T* scale, const T* zero_point,
+                                   Grid g, cudaStream_t stream) {
+  if (g.n == 0) return;
+  fake_quantize_backward_kernel<T><<<grid_blocks(g.n, kThreads), kThreads, 0, stream>>>(grad_out, x, grad_in, scale,
+                                                                                        zero_point, g);
+}
+
+template <typename T, typename Q>
+void launch_quantize(const T* x, Q* q, const T* scale, const T* zero_point, Grid g, cudaStream_t stream) {
+  if (g.n == 0) return;
+  quantize_kernel<T, Q><<<grid_blocks(g.n, kThreads), kThreads, 0, stream>>>(x, q, scale, zero_point, g);
+}
+
+#define QFLOW_QUANT_INSTANTIATE(T)                                                                           \
+  template void launch_fake_quantize<T>(const T*, T*, const T*, const T*, Grid, cudaStream_t);               \
+  template void launch_fake_quantize_backward<T>(const T*, const T*, T*, const T*, const T*, Grid, cudaStream_t); \
+  template void launch_quantize<T, uint8_t>(const T*, uint8_t*, const T*, const T*, Grid, cudaStream_t);     \
+  template void launch_quantize<T, int8_t>(const T*, int8_t*, const T*, const T*, Grid, cudaStream_t);       \
+  template void launch_quantize<T, int32_t>(const T*, int32_t*, const T*, const T*, Grid, cudaStream_t);
+QFLOW_QUANT_INSTANTIATE(float)
+QFLOW_QUANT_INSTANTIATE(double)
+#undef QFLOW_QUANT_INSTANTIATE
+
+}  // namespace qflow::cuda::quant

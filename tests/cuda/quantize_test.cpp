@@ -1,0 +1,213 @@
+// Quantization on the GPU (issue 34, item 1) against the CPU kernels: fake_quantize, its
+// backward and quantize, per tensor (activations, in NCHW and channels-last order) and per
+// channel (weights, axis 0 and 1), symmetric and affine grids of 2 to 16 bits, float32 and
+// float64; and a QAT ResNet18 step on both devices. See cuda/kernels/quantize_ops.cpp.
+//
+// Bound: exact. The GPU computes x / s + z, the clamp, the rounding (half to even) and
+// (q - z) * s with one correctly rounded operation each, as the CPU does (Note [Quantization
+// arithmetic on the GPU]), so the integer grid and every value agree bit for bit; a mismatch is
+// printed with its count (a rounding tie decided otherwise would show up there).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "qflow/qflow.h"
+
+using namespace qflow;
+using qflow::testing::channels_last;
+using qflow::testing::gpu;
+using qflow::testing::randn_cpu;
+using qflow::testing_util::cosine_distance;
+using qflow::testing_util::relative_error;
+
+namespace {
+
+// Elements that differ (NaN equals NaN), printed when any do.
+int64_t mismatches(const Tensor& got, const Tensor& want, const std::string& what) {
+  const auto g = to_vector<double>(got.cpu().contiguous()), w = to_vector<double>(want.contiguous());
+  EXPECT_EQ(g.size(), w.size()) << what;
+  int64_t bad = 0;
+  for (size_t i = 0; i < std::min(g.size(), w.size()); ++i) {
+    const bool same = g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i]));
+    if (!same && bad++ < 3) std::printf("[ quant ] %s: element %zu gpu %.9g cpu %.9g\n", what.c_str(), i, g[i], w[i]);
+  }
+  if (bad) std::printf("[ quant ] %s: %lld of %zu elements differ\n", what.c_str(), static_cast<long long>(bad), w.size());
+  return bad;
+}
+
+struct Grid {
+  int64_t bits;
+  bool affine;
+  int64_t qmin() const { return affine ? 0 : -(int64_t{1} << (bits - 1)); }
+  int64_t qmax() const { return affine ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1; }
+  std::string name() const { return std::to_string(bits) + (affine ? "-bit affine" : "-bit symmetric"); }
+};
+
+// Scales that put the values of a standard normal sample across the grid (a few clip), and
+// zero points in it (affine) or 0.
+std::pair<Tensor, Tensor> qparams(const Grid& g, int64_t channels, DType dtype) {
+  std::vector<double> s, z;
+  for (int64_t c = 0; c < channels; ++c) {
+    s.push_back((2.5 + 0.25 * static_cast<double>(c % 7)) / static_cast<double>(g.qmax() - g.qmin()) * 2.0);
+    z.push_back(g.affine ? std::round(static_cast<double>(g.qmax() + g.qmin()) / 2.0 + static_cast<double>(c % 3)) : 0.0);
+  }
+  Tensor st = from_vector<double>(s).to(dtype), zt = from_vector<double>(z);
+  if (channels == 1) st = st.reshape({}), zt = zt.reshape({});
+  return {st, zt};
+}
+
+void expect_fake_quantize_matches(const Tensor& x_cpu, const Tensor& x_gpu, const Grid& g, int64_t axis,
+                                  int64_t channels, const std::string& what) {
+  auto [s, z] = qparams(g, channels, x_cpu.dtype());
+  const Tensor want = quant::fake_quantize(x_cpu, s, z, g.qmin(), g.qmax(), axis);
+  const Tensor got = quant::fake_quantize(x_gpu, s.to(gpu()), z.to(gpu()), g.qmin(), g.qmax(), axis);
+  EXPECT_EQ(got.device(), gpu()) << what;
+  EXPECT_EQ(mismatches(got, want, what + " forward"), 0) << what;
+  // The backward: the clipped estimator's mask.
+  const Tensor gy = randn_cpu(x_cpu.sizes(), 77, x_cpu.dtype());
+  const Tensor want_g = quant::fake_quantize_backward(gy, x_cpu, s, z, g.qmin(), g.qmax(), axis);
+  const Tensor got_g = quant::fake_quantize_backward(gy.to(gpu()), x_gpu, s.to(gpu()), z.to(gpu()), g.qmin(), g.qmax(), axis);
+  EXPECT_EQ(mismatches(got_g, want_g, what + " backward"), 0) << what;
+  // The integers (8 bits and fewer fit uint8/int8; the rest int32).
+  const DType qtype = g.bits > 8 ? DType::Int32 : (g.affine ? DType::UInt8 : DType::Int8);
+  const Tensor want_q = quant::quantize(x_cpu, s, z, g.qmin(), g.qmax(), axis, qtype);
+  const Tensor got_q = quant::quantize(x_gpu, s.to(gpu()), z.to(gpu()), g.qmin(), g.qmax(), axis, qtype);
+  EXPECT_EQ(got_q.dtype(), qtype) << what;
+  EXPECT_EQ(mismatches(got_q, want_q, what + " quantize"), 0) << what;
+}
+
+}  // namespace
+
+TEST(CudaQuantizeTest, PerTensorActivationsInBothLayoutsEveryGridAndDtype) {
+  QFLOW_REQUIRE_CUDA();
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const Grid& g : {Grid{8, false}, Grid{8, true}, Grid{4, false}, Grid{2, true}, Grid{16, true}, Grid{16, false}}) {
+      const Tensor x = randn_cpu({4, 16, 9, 7}, 5, dtype);
+      const std::string what = g.name() + " " + std::string(dtype_name(dtype));
+      expect_fake_quantize_matches(x, x.to(gpu()), g, 0, 1, what + " NCHW");
+      expect_fake_quantize_matches(x, channels_last(x.to(gpu())), g, 0, 1, what + " channels-last");
+      expect_fake_quantize_matches(x, x.to(gpu()).transpose(2, 3).contiguous().transpose(2, 3), g, 0, 1,
+                                   what + " strided");
+    }
+  }
+}
+
+TEST(CudaQuantizeTest, ChannelsLastActivationsKeepTheirLayout) {
+  QFLOW_REQUIRE_CUDA();
+  const Tensor x = channels_last(randn_cpu({2, 8, 5, 5}, 6).to(gpu()));
+  const Tensor y = quant::fake_quantize(x, full({}, 0.05, DType::Float32, gpu()), zeros({}, DType::Int64, gpu()), -128, 127);
+  EXPECT_TRUE(qflow::testing::is_channels_last(y));
+}
+
+TEST(CudaQuantizeTest, PerChannelWeightsAlongEitherAxis) {
+  QFLOW_REQUIRE_CUDA();
+  for (const Grid& g : {Grid{8, false}, Grid{4, false}, Grid{8, true}, Grid{3, true}}) {
+    const Tensor w = randn_cpu({64, 32, 3, 3}, 8);
+    expect_fake_quantize_matches(w, w.to(gpu()), g, 0, 64, g.name() + " per-channel axis 0");
+    expect_fake_quantize_matches(w, w.to(gpu()), g, 1, 32, g.name() + " per-channel axis 1");
+    expect_fake_quantize_matches(w, w.to(gpu()).transpose(0, 1).contiguous().transpose(0, 1), g, 0, 64,
+                                 g.name() + " per-channel, strided weight");
+    const Tensor lin = randn_cpu({10, 512}, 9);
+    expect_fake_quantize_matches(lin, lin.to(gpu()), g, 0, 10, g.name() + " linear weight");
+  }
+}
+
+TEST(CudaQuantizeTest, ZeroScaleNaNInfinityAndTiesAsTheCpu) {
+  QFLOW_REQUIRE_CUDA();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Ties: x / s + z exactly half-way between integers (s a power of two), both ways of even.
+  const Tensor x = from_vector<float>({0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 100.f, -100.f, nan, inf, -inf, 0.f, 3.25f});
+  for (const Grid& g : {Grid{8, false}, Grid{8, true}}) {
+    const Tensor s = full({}, 1.0, DType::Float32), z = full({}, g.affine ? 3.0 : 0.0, DType::Float32);
+    const Tensor want = quant::fake_quantize(x, s, z, g.qmin(), g.qmax());
+    const Tensor got = quant::fake_quantize(x.to(gpu()), s.to(gpu()), z.to(gpu()), g.qmin(), g.qmax());
+    EXPECT_EQ(mismatches(got, want, g.name() + " ties and non-finite values"), 0);
+    const Tensor want_q = quant::quantize(x, s, z, g.qmin(), g.qmax(), 0, DType::Int32);
+    const Tensor got_q = quant::quantize(x.to(gpu()), s.to(gpu()), z.to(gpu()), g.qmin(), g.qmax(), 0, DType::Int32);
+    EXPECT_EQ(mismatches(got_q, want_q, g.name() + " integers of ties and non-finite values"), 0);
+  }
+  // A zero scale (a zero range) is the identity forward and backward.
+  const Tensor zero = zeros({}, DType::Float32, gpu());
+  const Tensor y = quant::fake_quantize(x.to(gpu()), zero, zero, -128, 127);
+  EXPECT_EQ(mismatches(y, x, "zero scale"), 0);
+}
+
+TEST(CudaQuantizeTest, BadArgumentsAreRefusedAsOnTheCpu) {
+  QFLOW_REQUIRE_CUDA();
+  const Tensor x = randn_cpu({4, 3}, 1).to(gpu());
+  const Tensor s = full({}, 0.1, DType::Float32, gpu()), z = zeros({}, DType::Int64, gpu());
+  try {
+    (void)quant::fake_quantize(x, full({5}, 0.1, DType::Float32, gpu()), zeros({5}, DType::Int64, gpu()), -128, 127, 1);
+    ADD_FAILURE() << "a per-channel scale of the wrong length was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("per-channel scale has 5 elements"), std::string::npos) << e.message();
+  }
+  try {
+    (void)quant::quantize(x, zeros({}, DType::Float32, gpu()), z, -128, 127, 0, DType::Int8);
+    ADD_FAILURE() << "quantize with a zero scale was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("has no integer grid"), std::string::npos) << e.message();
+  }
+  try {
+    (void)quant::fake_quantize(x, s.cpu(), z.cpu(), -128, 127);
+    ADD_FAILURE() << "a CPU scale for a GPU input was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("expected all tensors on one device"), std::string::npos) << e.message();
+  }
+}
+
+// A QAT ResNet18 (the default QConfig: 8-bit, moving-average observers, QConvBN) trained three
+// steps on the GPU, each compared with the CPU from the same state. Fake quantization is a step
+// function: a value within rounding of a grid boundary lands in the next bucket on the other
+// device, as a ReLU's input near 0 does (training_test.cpp), so the loss and the gradients'
+// directions are compared, not every element.
+TEST(CudaQuantizeTest, QatResNet18StepsOnTheGpuMatchTheCpuFromTheSameState) {
+  QFLOW_REQUIRE_CUDA();
+  manual_seed(3);
+  const Tensor example = randn_cpu({16, 3, 32, 32}, 4);
+  auto traced = fx::symbolic_trace(models::create("resnet18", {}), example);
+  auto on_gpu = quant::quantization_aware_training(*traced, example, quant::QConfig{});
+  auto on_cpu = quant::quantization_aware_training(*traced, example, quant::QConfig{});
+  on_gpu->to(gpu());
+  on_gpu->train();
+  on_cpu->train();
+  nn::optim::SGD sgd(on_gpu->parameters(), {.lr = 0.02, .momentum = 0.9, .weight_decay = 5e-4});
+  Generator data(12);
+  for (int step = 0; step < 3; ++step) {
+    nn::StateDict state;
+    for (const auto& [name, t] : on_gpu->state_dict()) state.insert(name, t.cpu());
+    on_cpu->load_state_dict(state);
+    const Tensor x = randn({16, 3, 32, 32}, DType::Float32, &data);
+    const Tensor y = randint(0, 10, {16}, DType::Int64, &data);
+    sgd.zero_grad();
+    on_cpu->zero_grad();
+    Tensor gpu_loss = cross_entropy((*on_gpu)(x.to(gpu())), y.to(gpu()));
+    Tensor cpu_loss = cross_entropy((*on_cpu)(x), y);
+    gpu_loss.backward();
+    cpu_loss.backward();
+    const double got = gpu_loss.item<double>(), want = cpu_loss.item<double>();
+    std::printf("[ quant ] QAT step %d loss cpu %.7f gpu %.7f\n", step, want, got);
+    EXPECT_LE(std::abs(got - want), 1e-3 * std::abs(want)) << "step " << step;
+    const auto gp = on_gpu->named_parameters(), cp = on_cpu->named_parameters();
+    ASSERT_EQ(gp.size(), cp.size());
+    double worst = 0;
+    for (size_t p = 0; p < cp.size(); ++p) {
+      const double cos = cosine_distance(gp[p].second.grad().cpu(), cp[p].second.grad());
+      worst = std::max(worst, cos);
+      EXPECT_LE(cos, 1e-2) << "step " << step << ": gradient of " << cp[p].first << " (max-abs relative "
+                           << relative_error(gp[p].second.grad().cpu(), cp[p].second.grad()) << ")";
+    }
+    // The observers' statistics (buffers), read on the GPU and on the CPU.
+    const auto gb = on_gpu->named_buffers(), cb = on_cpu->named_buffers();
+    ASSERT_EQ(gb.size(), cb.size());
+    for (size_t b = 0; b < cb.size(); ++b)
+      EXPECT_LE(relative_error(gb[b].second.cpu(), cb[b].second), 1e-3) << "step " << step << ": " << cb[b].first;
+    std::printf("[ quant ] QAT step %d worst gradient cosine distance %.3g\n", step, worst);
+    sgd.step();
+  }
+}
