@@ -85,7 +85,42 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
   }
 }
 
+// quant/src/qparams.cpp's qparams_of, step by step: std::max/std::min as written there (a < b ?
+// b : a), frexp/ldexp exact, the division and subtraction correctly rounded.
+__global__ void choose_qparams_kernel(const float* __restrict__ lo_in, const float* __restrict__ hi_in,
+                                      float* __restrict__ scale, float* __restrict__ zero_point, int64_t n,
+                                      QParamsFormula f) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= n) return;
+  float lo = lo_in[c], hi = hi_in[c];
+  const float alo = fabsf(lo), ahi = fabsf(hi);
+  const float absmax = alo < ahi ? ahi : alo;
+  float s = 0.0f, z = 0.0f;
+  if (f.cambricon) {
+    if (absmax != 0.0f) {
+      int e = 0;
+      frexpf(absmax, &e);
+      s = ldexpf(1.0f, (e - 1) - static_cast<int>(f.bits - 2));
+    }
+  } else if (f.symmetric) {
+    s = __fdiv_rn(absmax, static_cast<float>(f.quant_max));
+  } else {
+    lo = 0.0f < lo ? 0.0f : lo;
+    hi = hi < 0.0f ? 0.0f : hi;
+    s = __fdiv_rn(__fsub_rn(hi, lo), static_cast<float>(f.quant_max));
+    if (s != 0.0f) z = __fsub_rn(0.0f, rintf(__fdiv_rn(lo, s)));
+  }
+  scale[c] = s;
+  zero_point[c] = z;
+}
+
 }  // namespace
+
+void launch_choose_qparams(const float* lo, const float* hi, float* scale, float* zero_point, int64_t n,
+                           QParamsFormula f, cudaStream_t stream) {
+  if (n == 0) return;
+  choose_qparams_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, stream>>>(lo, hi, scale, zero_point, n, f);
+}
 
 template <typename T>
 void launch_fake_quantize(const T* x, T* y, const T* scale, const T* zero_point, Grid g, cudaStream_t stream) {

@@ -28,4 +28,13 @@ void launch_fake_quantize_backward(const T* grad_out, const T* x, T* grad_in, co
 template <typename T, typename Q>
 void launch_quantize(const T* x, Q* q, const T* scale, const T* zero_point, Grid g, cudaStream_t stream);
 
+/// choose_qparams: one (scale, zero_point) per range [lo[c], hi[c]], c < n, by quant's formulas
+/// (Note [Quantization numerics]): cambricon (power-of-two scales), else symmetric or affine.
+struct QParamsFormula {
+  int64_t bits = 8, quant_max = 127;
+  bool symmetric = true, cambricon = false;
+};
+void launch_choose_qparams(const float* lo, const float* hi, float* scale, float* zero_point, int64_t n,
+                           QParamsFormula f, cudaStream_t stream);
+
 }  // namespace qflow::cuda::quant

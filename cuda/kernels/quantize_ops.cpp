@@ -1,11 +1,13 @@
-// The CUDA kernels of quant's ops fake_quantize, fake_quantize_backward and quantize
-// (quant/src/fake_quantize_kernel.cpp declares them, with the CPU kernels and the shape rules).
+// The CUDA kernels of quant's ops fake_quantize, fake_quantize_backward, quantize
+// (quant/src/fake_quantize_kernel.cpp declares them, with the CPU kernels and the shape rules)
+// and choose_qparams (quant/src/choose_qparams.cpp).
 // Registered by name: the cuda layer sees no quant header, and the registry joins the two
 // whichever static initialiser runs first (Note [Kernels per device]).
 //
 // Layouts. A per-tensor grid treats every element alike, so a dense input (a channels-last
 // activation) is walked in storage order and the output keeps its order (Note [Channels-last on
 // the GPU]); a per-channel grid (weights, axis 0) reads the input row-major, as the CPU kernel.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -120,6 +122,27 @@ Stack quantize_cuda(OpArgs& a) {
   return {Value(std::move(q))};
 }
 
+// The shape rule (quant's) checks shapes and dtypes; the ranges are not read back to be checked
+// (see choose_qparams in quant/include/qflow/quant/qparams.h).
+Stack choose_qparams_cuda(OpArgs& a) {
+  constexpr const char* op = "choose_qparams";
+  OpRegistry::instance().get(op).shape(a);
+  const Tensor lo = a.tensor("min").contiguous(), hi = a.tensor("max").contiguous();
+  const int64_t n = lo.numel(), bits = a.to_int("bits");
+  quant::QParamsFormula f;
+  f.bits = bits;
+  f.symmetric = a.to_bool("symmetric");
+  f.cambricon = a.to_bool("cambricon");
+  f.quant_max = f.symmetric ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;  // QConfig::quant_max
+  Tensor scale = empty_on({n}, DType::Float32, lo.device()), zero_point = empty_on({n}, DType::Float32, lo.device());
+  Launch launch(lo);
+  quant::launch_choose_qparams(static_cast<const float*>(lo.impl()->data()), static_cast<const float*>(hi.impl()->data()),
+                               static_cast<float*>(scale.impl()->data()), static_cast<float*>(zero_point.impl()->data()),
+                               n, f, launch.stream);
+  QFLOW_CUDA_CHECK_LAUNCH(op);
+  return {Value(std::move(scale)), Value(std::move(zero_point))};
+}
+
 }  // namespace
 }  // namespace qflow::cuda
 
@@ -128,4 +151,5 @@ QFLOW_REGISTER_OPS(cuda_quantize) {
   registry.impl("fake_quantize", qflow::DeviceType::CUDA, fake_quantize_cuda);
   registry.impl("fake_quantize_backward", qflow::DeviceType::CUDA, fake_quantize_backward_cuda);
   registry.impl("quantize", qflow::DeviceType::CUDA, quantize_cuda);
+  registry.impl("choose_qparams", qflow::DeviceType::CUDA, choose_qparams_cuda);
 }

@@ -143,7 +143,7 @@ QParams LsqQuantizer::calculate_qparams() const {
   Tensor z = zero_point.detach();
   if (qconfig().learn_zero_point)
     z = round(z).clamp(Scalar(static_cast<double>(qconfig().quant_min())), Scalar(static_cast<double>(qconfig().quant_max())));
-  const Tensor s = num_observations() == 0 ? zeros(scale.sizes()) : scale.detach().clamp(Scalar(static_cast<double>(kMinScale)), std::nullopt);
+  const Tensor s = num_observations() == 0 ? zeros(scale.sizes(), DType::Float32, scale.device()) : scale.detach().clamp(Scalar(static_cast<double>(kMinScale)), std::nullopt);
   return {s.to(DType::Float32).clone(), z.to(DType::Float32).clone(), 0};
 }
 
@@ -213,8 +213,9 @@ Tensor TqtQuantizer::forward(const Tensor& x) {
 QParams TqtQuantizer::calculate_qparams() const {
   NoGradGuard no_grad;
   const int64_t n = log2_threshold.numel();
-  if (num_observations() == 0) return {zeros({n}), zeros({n}), 0};
-  return {power_of_two_scale(log2_threshold, qconfig().bits), zeros({n}), 0};
+  const Device device = log2_threshold.device();
+  if (num_observations() == 0) return {zeros({n}, DType::Float32, device), zeros({n}, DType::Float32, device), 0};
+  return {power_of_two_scale(log2_threshold, qconfig().bits), zeros({n}, DType::Float32, device), 0};
 }
 
 Tensor TqtQuantizer::fake_quantize(const Tensor& x) const {
@@ -225,7 +226,7 @@ Tensor TqtQuantizer::fake_quantize(const Tensor& x) const {
   const Tensor l = detail::scale_gradient(log2_threshold, g);
   // Value s_exact (l − l is 0); gradient ∂s/∂l = s·ln 2: ⌈·⌉ straight through.
   const Tensor s = s_exact + s_exact * Scalar(std::numbers::ln2) * (l - l.detach());
-  return detail::learned_fake_quantize(x, s, zeros(s_exact.sizes()), qc.quant_min(), qc.quant_max());
+  return detail::learned_fake_quantize(x, s, zeros(s_exact.sizes(), DType::Float32, s_exact.device()), qc.quant_min(), qc.quant_max());
 }
 
 std::string TqtQuantizer::extra_repr() const {

@@ -48,15 +48,36 @@ bool Observer::is_frozen() const { return frozen_.item<bool>(); }
 
 int64_t Observer::num_observations() const { return num_batches_tracked_.item<int64_t>(); }
 
-bool Observer::should_record(const nn::Module& self) const { return self.is_training() && !is_frozen(); }
+// Note [Observers stay on their device]
+// An observer's statistics are tensors on the observed tensor's device, updated with tensor
+// ops (the range's min/max, the moving average, choose_qparams), so that on a GPU a QAT step
+// never reads a statistic back to the host: one such read per quantized layer is a
+// synchronisation that stalls the whole step (51 of them in a ResNet18 step). Two decisions
+// would need a read: whether the observer is frozen, and whether it has seen a batch (the first
+// seeds the average). On a GPU the first is made by store() with `where` (the range is computed
+// and discarded), the second by the update itself with `where`; on the CPU the frozen flag is
+// read (cheap there) and a frozen observer skips the work. The arithmetic is the same on both:
+// m · old + (1 − m) · new in float32, each product rounded.
+bool Observer::should_record(const nn::Module& self) const {
+  if (!self.is_training()) return false;
+  return !frozen_.device().is_cpu() || !is_frozen();
+}
 
 void Observer::store(const Tensor& min, const Tensor& max) {
   NoGradGuard no_grad;
   Tensor lo = min_val_, hi = max_val_, count = num_batches_tracked_;
-  lo.copy_(min);
-  hi.copy_(max);
-  count.add_(1);
+  if (frozen_.device().is_cpu()) {  // should_record read the flag
+    lo.copy_(min);
+    hi.copy_(max);
+    count.add_(1);
+    return;
+  }
+  lo.copy_(where(frozen_, lo, min));
+  hi.copy_(where(frozen_, hi, max));
+  count.copy_(where(frozen_, count, count + 1));
 }
+
+Tensor Observer::has_observed() const { return gt(num_batches_tracked_, 0); }
 
 Range Observer::synchronized(Range r) const {
   if (range_sync_) range_sync_(r.min, r.max);
@@ -81,8 +102,12 @@ Tensor MinMaxObserver::forward(const Tensor& x) {
   const int64_t channels = options().channels;
   QFLOW_CHECK(channels == 0 || (x.dim() >= 1 && x.sizes()[0] == channels),
               "MinMaxObserver: expected {} channels along axis 0, got a tensor of shape {}", channels, x.sizes());
+  NoGradGuard no_grad;
   Range r = synchronized(tensor_range(x, channels > 0));
-  if (options().accumulate && num_observations() > 0) r = {minimum(r.min, min_val_), maximum(r.max, max_val_)};
+  if (options().accumulate) {  // Note [Observers stay on their device]
+    const Tensor seen = has_observed();
+    r = {where(seen, minimum(r.min, min_val_), r.min), where(seen, maximum(r.max, max_val_), r.max)};
+  }
   store(r.min, r.max);
   return x;
 }
@@ -101,18 +126,19 @@ void MovingAverageMinMaxObserver::reset() { register_statistics(*this); }
 
 Tensor MovingAverageMinMaxObserver::forward(const Tensor& x) {
   if (!should_record(*this)) return x;
+  NoGradGuard no_grad;
   const Range r = synchronized(tensor_range(x, false));
-  float lo = r.min.item<float>(), hi = r.max.item<float>();
+  Tensor lo = r.min, hi = r.max;
   if (qconfig().scheme == Scheme::Symmetric) {
-    hi = std::max(std::fabs(lo), std::fabs(hi));
-    lo = -hi;
+    hi = maximum(lo.abs(), hi.abs());
+    lo = hi.neg();
   }
-  if (num_observations() > 0) {  // the first observation seeds the average
-    const float m = static_cast<float>(qconfig().momentum);
-    lo = m * min_val_.item<float>() + (1.0f - m) * lo;
-    hi = m * max_val_.item<float>() + (1.0f - m) * hi;
-  }
-  store(scalar_tensor(lo), scalar_tensor(hi));
+  // The first observation seeds the average (Note [Observers stay on their device]).
+  const float m = static_cast<float>(qconfig().momentum);
+  const Tensor seen = has_observed();
+  lo = where(seen, min_val_.mul(Scalar(m)).add(lo.mul(Scalar(1.0f - m))), lo);
+  hi = where(seen, max_val_.mul(Scalar(m)).add(hi.mul(Scalar(1.0f - m))), hi);
+  store(lo, hi);
   return x;
 }
 

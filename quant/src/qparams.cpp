@@ -50,16 +50,9 @@ QParams compute_qparams(const Tensor& min, const Tensor& max, const QConfig& qco
               max.defined() ? fmt::format("{}", max.sizes()) : "undefined");
   QFLOW_CHECK(min.is_floating_point() && max.is_floating_point(),
               "compute_qparams: min and max must be floating point, got {} and {}", min.dtype(), max.dtype());
-  const std::vector<float> lo = to_vector<float>(min);
-  const std::vector<float> hi = to_vector<float>(max);
-  std::vector<float> scale(lo.size()), zero_point(lo.size());
-  for (size_t c = 0; c < lo.size(); ++c) {
-    QFLOW_CHECK(std::isfinite(lo[c]) && std::isfinite(hi[c]) && lo[c] <= hi[c],
-                "compute_qparams: invalid range [{}, {}] (channel {})", lo[c], hi[c], c);
-    std::tie(scale[c], zero_point[c]) = qparams_of(lo[c], hi[c], qconfig);
-  }
-  const int64_t n = static_cast<int64_t>(lo.size());
-  return QParams{from_vector<float>(scale, {n}), from_vector<float>(zero_point, {n}), axis};
+  NoGradGuard no_grad;
+  auto [scale, zero_point] = choose_qparams(min.to(DType::Float32), max.to(DType::Float32), qconfig);
+  return QParams{std::move(scale), std::move(zero_point), axis};
 }
 
 Range tensor_range(const Tensor& x, bool per_channel) {

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -158,6 +159,93 @@ TEST(CudaQuantizeTest, BadArgumentsAreRefusedAsOnTheCpu) {
     ADD_FAILURE() << "a CPU scale for a GPU input was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("expected all tensors on one device"), std::string::npos) << e.message();
+  }
+}
+
+TEST(CudaQuantizeTest, ChooseQparamsEqualsTheCpuForEveryFormula) {
+  QFLOW_REQUIRE_CUDA();
+  // Ranges of every kind: both signs, one-sided, empty (lo == hi, zero), tiny and huge.
+  std::vector<float> lo{-1.0f, -0.3f, 0.0f, 0.2f, -5e-7f, -3.0e4f, 0.0f, -1.5f, -2.0f, 1.0f},
+      hi{1.0f, 2.7f, 4.0f, 0.9f, 1e-6f, 1.0e3f, 0.0f, -0.25f, -2.0f, 1.0f};
+  Generator gen(21);
+  const std::vector<float> a = to_vector<float>(randn({500}, DType::Float32, &gen).mul(Scalar(3.0)));
+  const std::vector<float> b = to_vector<float>(randn({500}, DType::Float32, &gen).mul(Scalar(3.0)));
+  for (size_t i = 0; i < a.size(); ++i) lo.push_back(std::min(a[i], b[i])), hi.push_back(std::max(a[i], b[i]));
+  const int64_t n = static_cast<int64_t>(lo.size());
+  const Tensor tlo = from_vector<float>(lo, {n}), thi = from_vector<float>(hi, {n});
+  for (int64_t bits : {2, 4, 8, 16}) {
+    for (bool symmetric : {true, false}) {
+      for (bool cambricon : {false, true}) {
+        if (cambricon && !symmetric) continue;  // QConfig refuses it
+        quant::QConfig qc;
+        qc.bits = bits;
+        qc.scheme = symmetric ? quant::Scheme::Symmetric : quant::Scheme::Affine;
+        qc.formula = cambricon ? quant::Formula::Cambricon : quant::Formula::Google;
+        const std::string what = std::to_string(bits) + (symmetric ? " symmetric" : " affine") + (cambricon ? " cambricon" : "");
+        const auto [want_s, want_z] = quant::choose_qparams(tlo, thi, qc);
+        const auto [got_s, got_z] = quant::choose_qparams(tlo.to(gpu()), thi.to(gpu()), qc);
+        EXPECT_EQ(got_s.device(), gpu());
+        EXPECT_EQ(mismatches(got_s, want_s, what + " scale"), 0);
+        EXPECT_EQ(mismatches(got_z, want_z, what + " zero point"), 0);
+      }
+    }
+  }
+}
+
+// The observers on the GPU record what they record on the CPU from the same batches, without
+// reading a statistic back (Note [Observers stay on their device]), and a frozen one keeps its
+// range on both.
+TEST(CudaQuantizeTest, ObserversOnTheGpuRecordWhatTheCpuRecords) {
+  QFLOW_REQUIRE_CUDA();
+  quant::QConfig affine;
+  affine.scheme = quant::Scheme::Affine;
+  struct Case {
+    std::string name;
+    std::function<nn::ModulePtr()> make;
+    std::vector<int64_t> sizes;
+  };
+  const std::vector<Case> cases{
+      {"moving average, symmetric", [] { return std::make_shared<quant::MovingAverageMinMaxObserver>(); }, {8, 16, 6, 6}},
+      {"moving average, affine",
+       [affine] { return std::make_shared<quant::MovingAverageMinMaxObserver>(quant::ObserverOptions{.qconfig = affine}); },
+       {8, 16, 6, 6}},
+      {"min/max per channel (weights)",
+       [] { return std::make_shared<quant::MinMaxObserver>(quant::ObserverOptions{.channels = 32}); }, {32, 16, 3, 3}},
+      {"min/max accumulated (calibration)",
+       [] { return std::make_shared<quant::MinMaxObserver>(quant::ObserverOptions{.accumulate = true}); }, {8, 16, 6, 6}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    nn::ModulePtr on_cpu = c.make(), on_gpu = c.make();
+    on_gpu->to(gpu());
+    on_cpu->train();
+    on_gpu->train();
+    for (int step = 0; step < 6; ++step) {
+      if (step == 4) {  // frozen from here: the ranges stay
+        quant::freeze_observers(*on_cpu, true);
+        quant::freeze_observers(*on_gpu, true);
+      }
+      const Tensor x = randn_cpu(c.sizes, 40 + step).mul(Scalar(1.0 + step));
+      (void)(*on_cpu)(x);
+      (void)(*on_gpu)(channels_last(x.to(gpu())));
+      for (const auto& [name, want] : on_cpu->named_buffers()) {
+        for (const auto& [gname, gbuf] : on_gpu->named_buffers()) {
+          if (gname != name) continue;
+          EXPECT_EQ(gbuf.device(), gpu()) << name;
+          // 1e-6: m · old + (1 − m) · new may be one fused multiply-add on one side.
+          EXPECT_LE(relative_error(gbuf.cpu().to(DType::Float64), want.to(DType::Float64)), 1e-6)
+              << "step " << step << ": " << name;
+        }
+      }
+    }
+    const auto* cpu_obs = dynamic_cast<const quant::Observer*>(on_cpu.get());
+    const auto* gpu_obs = dynamic_cast<const quant::Observer*>(on_gpu.get());
+    ASSERT_TRUE(cpu_obs && gpu_obs);
+    EXPECT_EQ(gpu_obs->num_observations(), 4);
+    const quant::QParams want = cpu_obs->calculate_qparams(), got = gpu_obs->calculate_qparams();
+    EXPECT_EQ(got.scale.device(), gpu());
+    EXPECT_LE(relative_error(got.scale.cpu(), want.scale), 1e-6);
+    // A range one ulp apart may round a zero point to the neighbouring integer: 1 in 255.
+    EXPECT_LE(relative_error(got.zero_point.cpu(), want.zero_point), 1.0 / 255);
   }
 }
 

@@ -71,10 +71,13 @@ class Observer {
   Observer(const Observer&) = default;
   /// Registers the four buffers on `self` (the observer module) and binds the members.
   void register_statistics(nn::Module& self);
-  /// True when `self` is training and not frozen.
+  /// True when `self` is training and (on the CPU) not frozen: on a GPU the flag is not read
+  /// back, store() keeps a frozen observer's range (Note [Observers stay on their device]).
   bool should_record(const nn::Module& self) const;
-  /// Stores a new range (no autograd) and counts the observation.
+  /// Stores a new range (no autograd) and counts the observation; a frozen observer's stays.
   void store(const Tensor& min, const Tensor& max);
+  /// 0-d bool on the statistics' device: whether a batch was recorded (read without a sync).
+  Tensor has_observed() const;
   std::string describe() const;
 
   /// The batch's range after range_sync (unchanged without one).

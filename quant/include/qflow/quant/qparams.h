@@ -26,6 +26,12 @@ struct QParams {
 /// (0-d becomes (1)) and carry no autograd history.
 QParams compute_qparams(const Tensor& min, const Tensor& max, const QConfig& qconfig, int64_t axis = 0);
 
+/// The op behind compute_qparams ("choose_qparams(Tensor min, Tensor max, int bits, bool
+/// symmetric, bool cambricon) -> (Tensor, Tensor)"): float32 (C) ranges to float32 (C) scales
+/// and zero points on the ranges' device, no host round trip on a GPU (where, unlike the CPU,
+/// an invalid range is not reported: it gives a NaN or infinite scale).
+std::pair<Tensor, Tensor> choose_qparams(const Tensor& min, const Tensor& max, const QConfig& qconfig);
+
 /// One range's (scale, zero_point) by the same formulas, in float32: what compute_qparams
 /// computes per element.
 std::pair<float, float> range_qparams(float min, float max, const QConfig& qconfig);
