@@ -117,15 +117,11 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), device_(Device:
               "drop --qat (give the float weights with --qat-from FILE)");
   if (!o_.qat_from.empty() && !o_.analyses_sensitivity()) o_.qat = true;
   if (!device_.is_cpu()) {  // Note [qflow-train --device]
-    const char* quant_flag = o_.sensitivity               ? "--sensitivity"
-                             : o_.mixed_precision         ? "--mixed-precision"
-                             : !o_.qat_from.empty()       ? "--qat-from"
-                             : o_.qat                     ? "--qat"
-                             : o_.ptq                     ? "--ptq"
-                                                          : nullptr;
-    QFLOW_CHECK(quant_flag == nullptr,
-                "qflow-train: {} runs on the CPU only: quantization arrives on the GPU with issue 34; run it with "
-                "--device cpu (asked for --device {})", quant_flag, o_.device);
+    const char* analysis_flag = o_.sensitivity ? "--sensitivity" : o_.mixed_precision ? "--mixed-precision" : nullptr;
+    QFLOW_CHECK(analysis_flag == nullptr,
+                "qflow-train: {} runs on the CPU only: it calibrates and measures post-training quantization layer "
+                "by layer and trains nothing; run it with --device cpu (asked for --device {})",
+                analysis_flag, o_.device);
     QFLOW_CHECK(world_.size() == 1,
                 "qflow-train: data-parallel training under mpirun ({} processes) runs on the CPU only; run it with "
                 "--device cpu, or one process with --device {}", world_.size(), o_.device);

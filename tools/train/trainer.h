@@ -54,10 +54,14 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::Pr
 // The host reads back only what the CPU path reads (the loss and the correct count, with
 // .item()), so a step queues its work on the device and waits once. Checkpoints are written
 // from the CPU (nn::save copies device tensors back), so a run saved on the GPU resumes on
-// the CPU and back. The quantization modes (--qat, --qat-from, --ptq, --sensitivity,
-// --mixed-precision) and data-parallel runs under mpirun stay on the CPU for now and refuse
-// --device cuda, naming the flag; on a machine without a GPU (or a build without the CUDA
-// backend) the run stops at start with the runtime's reason.
+// the CPU and back. --qat and --qat-from train the QAT model on the device as well (its
+// observers and quantization parameters stay there, Note [Observers stay on their device]);
+// the report at the end (report_quant) brings the model back to the CPU first, where the
+// deploy pass, the PTQ calibration (--ptq) and the integer model run: the deploy model is the
+// same wherever the QAT model trained. The analyses that train nothing (--sensitivity,
+// --mixed-precision) and data-parallel runs under mpirun stay on the CPU and refuse --device
+// cuda, naming the flag; on a machine without a GPU (or a build without the CUDA backend) the
+// run stops at start with the runtime's reason.
 
 class Trainer {
  public:

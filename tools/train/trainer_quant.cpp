@@ -120,6 +120,9 @@ data::DataLoader& Trainer::report_loader() {
 
 void Trainer::report_quant(std::optional<EvalResult> last) {
   if (!o_.qat && !o_.ptq) return;
+  // The deploy pass, the calibration and the integer model run on the CPU (Note [qflow-train
+  // --device]); training is over.
+  if (!model_->device().is_cpu()) model_->to(Device::cpu());
   const quant::QConfigMapping mapping = o_.qconfig_mapping();
   // The table's bits/scheme/... columns show the global QConfig; a mapping with rules marks the
   // stage, whose layers may differ.
