@@ -81,8 +81,8 @@ class RecordingLayer final : public DispatchLayer {
   std::set<std::string> ops;
 };
 
-// The model a test trains: the zoo's float model, or its QAT model (traced, then the QAT pass
-// with `qconfig`), built before the recording starts.
+// The model a test trains: the zoo's float model, or its QAT model (traced, the QAT pass with
+// `qconfig`, activations fused as qflow-train does), built before the recording starts.
 using ModelMaker = std::function<nn::ModulePtr()>;
 
 ModelMaker zoo_model(const std::string& model_name, const models::ModelOptions& options) {
@@ -98,7 +98,9 @@ ModelMaker qat_model(const std::string& model_name, const models::ModelOptions& 
     nn::ModulePtr model = models::create(model_name, options);
     const Tensor example = randn({2, options.in_channels, options.image_size, options.image_size});
     auto traced = fx::symbolic_trace(model, example);
-    return quant::quantization_aware_training(*traced, example, qconfig);
+    auto qat = quant::quantization_aware_training(*traced, example, qconfig);
+    fx::fuse_activations(*qat);  // as qflow-train runs it
+    return qat;
   };
 }
 
