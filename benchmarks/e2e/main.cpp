@@ -5,13 +5,15 @@
 //   qflow-bench-e2e --workload qat                  # QAT training step (ResNet18, batch 128)
 //   qflow-bench-e2e --workload qat-batch            # ... with OneFlow's batch-statistics BN fold
 //   qflow-bench-e2e --workload deploy               # the deploy model: batch 1 latency, 128 throughput
-//   qflow-bench-e2e --device cuda --workload train --batch 512   # on the GPU (float workloads)
+//   qflow-bench-e2e --device cuda --workload train --batch 512   # on the GPU (train, qat, infer)
+//   qflow-bench-e2e --device cuda --workload qat --profile-ops   # + host time per op (stderr)
 //
 // Prints one JSON line per workload (benchmarks/compare parses them). Peak memory is the
 // process' high-water mark, so the driver runs each workload in its own process. With
 // --device cuda the model and batch live on the GPU, every timed run ends with
 // qflow::synchronize, and each line adds the device's peak allocated memory ("peak_device_mb");
-// "all" then means train and infer (the quantized workloads arrive on the GPU with issue 34).
+// "all" then means train and infer (qat and qat-batch run when asked; deploy, the integer
+// model, runs on the CPU only).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_flag("--simulate", s.simulate, "deploy: run the float simulation of the integer model (DConv2d::set_integer(false))");
   app.add_flag("--no-fuse", [&s](int64_t) { s.fuse = false; }, "run the models as written, without fx::fuse_activations (and fx::fuse_conv_bn for infer)");
   app.add_option("--sgemm-size", sgemm_size, "square sgemm size for the machine's limit")->capture_default_str();
+  app.add_flag("--profile-ops", s.profile_ops,
+               "after each workload's timed runs, time one more op by op on the host and print the table to stderr");
+  app.add_option("--profile-rows", s.profile_rows, "rows of the --profile-ops table")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -51,9 +56,9 @@ int main(int argc, char** argv) {
     s.device = Device::parse(device);
     const bool gpu = !s.device.is_cpu();
     if (gpu) {
-      QFLOW_CHECK(workload != "qat" && workload != "qat-batch" && workload != "deploy",
-                  "--workload {} runs on the CPU only: the quantized workloads arrive on the GPU with issue 34 (run it "
-                  "with --device cpu)", workload);
+      QFLOW_CHECK(workload != "deploy",
+                  "--workload deploy runs on the CPU only: the integer kernels of a deployed model are the CPU's "
+                  "(run it with --device cpu)");
       // Throws saying why where there is no GPU or no CUDA backend.
       fmt::print(stderr, "qflow-bench-e2e: on {} ({})\n", device_runtime(s.device).device_name(s.device), s.device);
     }

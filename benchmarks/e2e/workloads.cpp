@@ -100,6 +100,13 @@ Measurement measure(const std::string& workload, const RunSettings& settings, in
     m.seconds.push_back(seconds_of(fn, device, &queued));
     m.host_seconds.push_back(queued);
   }
+  if (settings.profile_ops) {  // one more run, timed op by op on the host (Note [Op profiler])
+    OpProfiler profiler;
+    fn();
+    synchronize(device);
+    fmt::print(stderr, "qflow-bench-e2e: host time per op of one {} run ({}):\n{}", workload, device,
+               profiler.table(settings.profile_rows));
+  }
   m.cache_hit_rate = allocator_stats().hit_rate();
   if (!device.is_cpu())
     m.peak_device_mb = static_cast<double>(device_runtime(device).memory_stats(device).peak_allocated) / (1024.0 * 1024.0);
@@ -150,6 +157,7 @@ Measurement train_step(const RunSettings& s) {
 Measurement qat_train_step(const RunSettings& s, quant::BnFold bn_fold) {
   auto qat = make_qat_model(s, nullptr, bn_fold);
   if (s.fuse) fx::fuse_activations(*qat);  // as qflow-train: QConvBN+ReLU, add+ReLU
+  on_device(qat, s);  // built on the CPU, trained where qflow-train trains it
   return sgd_steps(bn_fold == quant::BnFold::Batch ? "qat-batch" : "qat", *qat, s);
 }
 

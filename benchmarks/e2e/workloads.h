@@ -21,6 +21,9 @@ struct RunSettings {
   // Where the model and the synthetic batch live (--device). On a GPU every timed run ends
   // with qflow::synchronize, so the clock reads the finished work, not the queued launches.
   Device device = Device::cpu();
+  // After the timed runs, one more under an OpProfiler, its table on stderr (--profile-ops).
+  bool profile_ops = false;
+  size_t profile_rows = 25;
 };
 
 /// Timings of one workload in seconds per run, plus how many images one run handles.
@@ -51,8 +54,8 @@ std::string to_json(const Measurement& m, bool latency);
 // Workloads. Each builds its model with a fixed seed and random inputs/labels and, with
 // settings.fuse, runs it traced and fused (fx::fuse_activations; inference also folds BN,
 // fx::fuse_conv_bn). The model is built and traced on the CPU, then moved to
-// settings.device with its batch (train_step and inference; the quantized workloads run on
-// the CPU only until issue 34).
+// settings.device with its batch (train_step, qat_train_step and inference; deploy_inference,
+// the integer model, runs on the CPU).
 Measurement train_step(const RunSettings& s);   // forward + cross_entropy + backward + SGD step
 Measurement inference(const RunSettings& s);    // eval mode, no grad
 // The quantized model: traced, rewritten by quant::quantization_aware_training (8-bit

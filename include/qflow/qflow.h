@@ -5,6 +5,7 @@
 #include "qflow/core/dispatch.h"
 #include "qflow/core/factory.h"
 #include "qflow/core/nn_ops.h"
+#include "qflow/core/op_profiler.h"
 #include "qflow/core/ops.h"
 #include "qflow/core/allocator.h"
 #include "qflow/core/parallel.h"

@@ -19,6 +19,9 @@ inline constexpr DispatchKey kAutogradKey = 8;
 /// fx (trace.h): records a proxy's op in the graph; above autograd, so proxies are recorded,
 /// never computed.
 inline constexpr DispatchKey kTraceKey = 16;
+/// core (op_profiler.h): times each op on the host; above every other layer, so an op's time
+/// includes autograd's recording and, on a GPU, the kernel's launch.
+inline constexpr DispatchKey kProfileKey = 28;
 
 class DispatchKeySet {
  public:
