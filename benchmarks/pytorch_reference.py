@@ -7,7 +7,9 @@
     /usr/bin/python3 benchmarks/pytorch_reference.py --workload train --channels-last
 
 --channels-last runs the model and its input in torch.channels_last (NHWC), the layout PyTorch
-users switch on for CPU speed; each JSON line names its "layout".
+users switch on for CPU speed; each JSON line names its "layout". --bf16 runs the train and
+infer workloads under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
+precision (its "layout" gains "-bf16").
 
 Workloads: train (SGD step: forward + cross_entropy + backward + step), qat (the same step on
 the FX QAT model from torch.ao.quantization.quantize_fx.prepare_qat_fx), infer (eval, no grad),
@@ -68,7 +70,7 @@ def report(workload, seconds, images, latency, args):
         "framework": "pytorch", "workload": workload, "unit": "ms" if latency else "images/s",
         "median": round(statistics.median(values), 4), "min": round(min(values), 4), "max": round(max(values), 4),
         "repetitions": len(seconds), "peak_rss_mb": round(peak_rss_mb(), 1), "threads": torch.get_num_threads(),
-        "layout": "channels_last" if args.channels_last else "nchw",
+        "layout": ("channels_last" if args.channels_last else "nchw") + ("-bf16" if args.bf16 else ""),
     }), flush=True)
 
 
@@ -116,6 +118,11 @@ def int8_deploy_model():
     return convert_fx(calibrated_qat_model("onednn")).eval()
 
 
+def autocast(args):
+    """bf16 autocast on the CPU with --bf16, else nothing."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
+
+
 def train_step(model, batch, args, name):
     model = in_layout(model, args)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
@@ -124,7 +131,9 @@ def train_step(model, batch, args, name):
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(model(images), labels).backward()
+        with autocast(args):
+            loss = F.cross_entropy(model(images), labels)
+        loss.backward()
         opt.step()
     report(f"{name}_resnet18_b{batch}", measure(step, args), batch, False, args)
 
@@ -138,6 +147,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--channels-last", action="store_true", help="model and input in torch.channels_last")
+    parser.add_argument("--bf16", action="store_true", help="train and infer under CPU bf16 autocast")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.workload in ("flops", "all"):
@@ -153,7 +163,7 @@ def main():
         for b in args.batch or [1, 128]:
             model = in_layout(resnet18().eval(), args)
             images = in_layout(torch.randn(b, 3, 32, 32), args)
-            with torch.no_grad():
+            with torch.no_grad(), autocast(args):
                 report(f"infer_resnet18_b{b}", measure(lambda: model(images), args), b, b == 1, args)
     if args.workload in ("deploy", "deploy-fakequant", "all"):
         fakequant = args.workload == "deploy-fakequant"
