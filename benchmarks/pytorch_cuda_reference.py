@@ -11,6 +11,11 @@ Variants (what a PyTorch user would switch on for speed; compare takes the best)
   cl       float32 with model and input in torch.channels_last
   cl-bf16  channels_last under torch.autocast("cuda", dtype=torch.bfloat16)
 
+QAT (--qat-batch): the same training step on the FX QAT model a PyTorch user makes —
+prepare_qat_fx with the x86 default QAT qconfig mapping (fused ConvBn(ReLU)2d, fused observer +
+fake-quantize modules), moved to the GPU — in nchw and cl; under bf16 autocast PyTorch's FX QAT
+fails ("expected scalar type BFloat16 but found Float", issue 34), so cl-bf16 skips it, saying so.
+
 The data is synthetic and already on the GPU (no loader in the timing). Training: SGD with
 momentum 0.9 and weight decay 5e-4, zero_grad + forward + cross_entropy + backward + step.
 Inference: eval, torch.inference_mode. cudnn.benchmark is on (the autotuner picks each
@@ -98,6 +103,32 @@ class Run:
         self.report(f"train_resnet18_b{batch}", times, peak, batch, False)
         del model, opt, images, labels
 
+    def qat(self, batch):
+        if self.bf16:
+            print(f"pytorch_cuda_reference: qat_resnet18_b{batch} skipped under {self.args.variant}: PyTorch's FX QAT "
+                  "does not run under bf16 autocast", file=sys.stderr)
+            return
+        from torch.ao.quantization import get_default_qat_qconfig_mapping
+        from torch.ao.quantization.quantize_fx import prepare_qat_fx
+        example = torch.randn(1, 3, 32, 32)
+        try:
+            mapping = get_default_qat_qconfig_mapping("x86")
+        except (AssertionError, ValueError, RuntimeError):  # a PyTorch before the x86 backend
+            mapping = get_default_qat_qconfig_mapping("fbgemm")
+        model = prepare_qat_fx(resnet18().train(), mapping, (example,))
+        model = self.layout(model.to(self.device).train())
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+        images = self.layout(torch.randn(batch, 3, 32, 32, device=self.device))
+        labels = torch.randint(0, 10, (batch,), device=self.device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(images), labels).backward()
+            opt.step()
+        times, peak = self.measure(step)
+        self.report(f"qat_resnet18_b{batch}", times, peak, batch, False)
+        del model, opt, images, labels
+
     def infer(self, batch):
         model = self.layout(resnet18().to(self.device).eval())
         images = self.layout(torch.randn(batch, 3, 32, 32, device=self.device))
@@ -115,6 +146,7 @@ def main():
     parser.add_argument("--variant", choices=VARIANTS, default="nchw")
     parser.add_argument("--train-batch", type=int, action="append", help="training batch sizes (repeatable)")
     parser.add_argument("--infer-batch", type=int, action="append", help="inference batch sizes (repeatable)")
+    parser.add_argument("--qat-batch", type=int, action="append", help="QAT training batch sizes (repeatable; default none)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--device", default="cuda")
@@ -127,6 +159,10 @@ def main():
     # A batch of 0 stands for none (--train-batch 0: inference only).
     for b in [b for b in (args.train_batch if args.train_batch is not None else [128, 512]) if b > 0]:
         run.train(b)
+        if run.cuda:
+            torch.cuda.empty_cache()
+    for b in [b for b in (args.qat_batch or []) if b > 0]:
+        run.qat(b)
         if run.cuda:
             torch.cuda.empty_cache()
     for b in [b for b in (args.infer_batch if args.infer_batch is not None else [1, 128]) if b > 0]:
