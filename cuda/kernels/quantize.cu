@@ -114,7 +114,95 @@ __global__ void choose_qparams_kernel(const float* __restrict__ lo_in, const flo
   zero_point[c] = z;
 }
 
+// NaN-propagating min and max (as amin/amax and maximum on the CPU).
+__device__ __forceinline__ float nan_min(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : (b < a ? b : a); }
+__device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : (a < b ? b : a); }
+
+// Each block's (min, max) of its grid-stride share of x, read as float (rounding to float is
+// monotone: the min of the rounded values is the rounded min).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) range_partials_kernel(const T* __restrict__ x, int64_t n,
+                                                                  float* __restrict__ part) {
+  float lo = __int_as_float(0x7f800000), hi = -__int_as_float(0x7f800000);  // +inf, -inf
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = static_cast<float>(x[i]);
+    lo = nan_min(lo, v);
+    hi = nan_max(hi, v);
+  }
+  __shared__ float s_lo[kThreads], s_hi[kThreads];
+  s_lo[threadIdx.x] = lo;
+  s_hi[threadIdx.x] = hi;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      s_lo[threadIdx.x] = nan_min(s_lo[threadIdx.x], s_lo[threadIdx.x + s]);
+      s_hi[threadIdx.x] = nan_max(s_hi[threadIdx.x], s_hi[threadIdx.x + s]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    part[2 * blockIdx.x] = s_lo[0];
+    part[2 * blockIdx.x + 1] = s_hi[0];
+  }
+}
+
+// One block: the partials' range, then, in thread 0, the observer's update as
+// quant/src/moving_average_update.h writes it (each product and the sum rounded once).
+__global__ void __launch_bounds__(kThreads) moving_average_update_kernel(const float* __restrict__ part, int64_t blocks,
+                                                                         float* min_val, float* max_val, int64_t* count,
+                                                                         const bool* frozen, float m, float one_minus_m,
+                                                                         bool symmetric) {
+  float lo = __int_as_float(0x7f800000), hi = -__int_as_float(0x7f800000);
+  for (int64_t b = threadIdx.x; b < blocks; b += blockDim.x) {
+    lo = nan_min(lo, part[2 * b]);
+    hi = nan_max(hi, part[2 * b + 1]);
+  }
+  __shared__ float s_lo[kThreads], s_hi[kThreads];
+  s_lo[threadIdx.x] = lo;
+  s_hi[threadIdx.x] = hi;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      s_lo[threadIdx.x] = nan_min(s_lo[threadIdx.x], s_lo[threadIdx.x + s]);
+      s_hi[threadIdx.x] = nan_max(s_hi[threadIdx.x], s_hi[threadIdx.x + s]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  lo = s_lo[0];
+  hi = s_hi[0];
+  if (symmetric) {
+    hi = nan_max(fabsf(lo), fabsf(hi));
+    lo = -hi;
+  }
+  if (*count > 0) {  // the first batch seeds the average
+    lo = __fadd_rn(__fmul_rn(*min_val, m), __fmul_rn(lo, one_minus_m));
+    hi = __fadd_rn(__fmul_rn(*max_val, m), __fmul_rn(hi, one_minus_m));
+  }
+  if (*frozen) return;
+  *min_val = lo;
+  *max_val = hi;
+  *count += 1;
+}
+
 }  // namespace
+
+int64_t moving_average_partials(int64_t n) { return grid_blocks(n, kThreads); }
+
+template <typename T>
+void launch_observe_moving_average(const T* x, int64_t n, float* part, float* min_val, float* max_val, int64_t* count,
+                                   const bool* frozen, float momentum, float one_minus_momentum, bool symmetric,
+                                   cudaStream_t stream) {
+  const int64_t blocks = moving_average_partials(n);
+  range_partials_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, part);
+  moving_average_update_kernel<<<1, kThreads, 0, stream>>>(part, blocks, min_val, max_val, count, frozen, momentum,
+                                                           one_minus_momentum, symmetric);
+}
+template void launch_observe_moving_average<float>(const float*, int64_t, float*, float*, float*, int64_t*, const bool*,
+                                                   float, float, bool, cudaStream_t);
+template void launch_observe_moving_average<double>(const double*, int64_t, float*, float*, float*, int64_t*,
+                                                    const bool*, float, float, bool, cudaStream_t);
 
 void launch_choose_qparams(const float* lo, const float* hi, float* scale, float* zero_point, int64_t n,
                            QParamsFormula f, cudaStream_t stream) {

@@ -37,4 +37,14 @@ struct QParamsFormula {
 void launch_choose_qparams(const float* lo, const float* hi, float* scale, float* zero_point, int64_t n,
                            QParamsFormula f, cudaStream_t stream);
 
+/// observe_moving_average_ (quant/src/observe_moving_average.cpp) in two launches: the range of
+/// x's n elements (T: float or double, read in storage order), then the update of the one-element
+/// min_val/max_val (float), count (int64) and the frozen flag (bool), in one thread.
+/// `part` holds 2 floats per block of the first launch: moving_average_partials() of them.
+int64_t moving_average_partials(int64_t n);
+template <typename T>
+void launch_observe_moving_average(const T* x, int64_t n, float* part, float* min_val, float* max_val, int64_t* count,
+                                   const bool* frozen, float momentum, float one_minus_momentum, bool symmetric,
+                                   cudaStream_t stream);
+
 }  // namespace qflow::cuda::quant

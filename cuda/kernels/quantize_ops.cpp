@@ -1,6 +1,7 @@
 // The CUDA kernels of quant's ops fake_quantize, fake_quantize_backward, quantize
-// (quant/src/fake_quantize_kernel.cpp declares them, with the CPU kernels and the shape rules)
-// and choose_qparams (quant/src/choose_qparams.cpp).
+// (quant/src/fake_quantize_kernel.cpp declares them, with the CPU kernels and the shape rules),
+// choose_qparams (quant/src/choose_qparams.cpp) and observe_moving_average_
+// (quant/src/observe_moving_average.cpp).
 // Registered by name: the cuda layer sees no quant header, and the registry joins the two
 // whichever static initialiser runs first (Note [Kernels per device]).
 //
@@ -143,6 +144,36 @@ Stack choose_qparams_cuda(OpArgs& a) {
   return {Value(std::move(scale)), Value(std::move(zero_point))};
 }
 
+// The shape rule (quant's) checks the buffers; x is read in its storage order when dense.
+Stack observe_moving_average_cuda(OpArgs& a) {
+  constexpr const char* op = "observe_moving_average_";
+  const OpDef& def = OpRegistry::instance().get(op);
+  def.shape(a);
+  // Float64 statistics (a module converted to double): the CPU kernel, a sequence of ops that
+  // runs on any device.
+  if (a.tensor("min_val").dtype() != DType::Float32) return def.kernel(a);
+  const Tensor& self = a.tensor("self");
+  const Tensor x = is_dense(self) ? self : self.contiguous();
+  const Tensor& min_val = a.tensor("min_val");
+  const Tensor& max_val = a.tensor("max_val");
+  const Tensor& count = a.tensor("num_batches_tracked");
+  const Tensor& frozen = a.tensor("frozen");
+  const float m = static_cast<float>(a.to_double("momentum"));
+  Launch launch(x);
+  const Tensor part = empty_on({2 * quant::moving_average_partials(x.numel())}, DType::Float32, x.device());
+  visit_compute_type(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    quant::launch_observe_moving_average<T>(
+        static_cast<const T*>(x.impl()->data()), x.numel(), static_cast<float*>(part.impl()->data()),
+        static_cast<float*>(min_val.impl()->data()), static_cast<float*>(max_val.impl()->data()),
+        static_cast<int64_t*>(count.impl()->data()), static_cast<const bool*>(frozen.impl()->data()), m, 1.0f - m,
+        a.to_bool("symmetric"), launch.stream);
+  });
+  QFLOW_CUDA_CHECK_LAUNCH(op);
+  for (const Tensor* t : {&min_val, &max_val, &count}) t->impl()->storage()->bump_version();
+  return {};
+}
+
 }  // namespace
 }  // namespace qflow::cuda
 
@@ -152,4 +183,5 @@ QFLOW_REGISTER_OPS(cuda_quantize) {
   registry.impl("fake_quantize_backward", qflow::DeviceType::CUDA, fake_quantize_backward_cuda);
   registry.impl("quantize", qflow::DeviceType::CUDA, quantize_cuda);
   registry.impl("choose_qparams", qflow::DeviceType::CUDA, choose_qparams_cuda);
+  registry.impl("observe_moving_average_", qflow::DeviceType::CUDA, observe_moving_average_cuda);
 }

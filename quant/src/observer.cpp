@@ -8,6 +8,7 @@
 #include "qflow/core/ops.h"
 #include "qflow/quant/histogram_observer.h"
 #include "qflow/quant/learned_quantizer.h"
+#include "moving_average_update.h"
 
 namespace qflow::quant {
 
@@ -127,18 +128,15 @@ void MovingAverageMinMaxObserver::reset() { register_statistics(*this); }
 Tensor MovingAverageMinMaxObserver::forward(const Tensor& x) {
   if (!should_record(*this)) return x;
   NoGradGuard no_grad;
-  const Range r = synchronized(tensor_range(x, false));
-  Tensor lo = r.min, hi = r.max;
-  if (qconfig().scheme == Scheme::Symmetric) {
-    hi = maximum(lo.abs(), hi.abs());
-    lo = hi.neg();
-  }
-  // The first observation seeds the average (Note [Observers stay on their device]).
   const float m = static_cast<float>(qconfig().momentum);
-  const Tensor seen = has_observed();
-  lo = where(seen, min_val_.mul(Scalar(m)).add(lo.mul(Scalar(1.0f - m))), lo);
-  hi = where(seen, max_val_.mul(Scalar(m)).add(hi.mul(Scalar(1.0f - m))), hi);
-  store(lo, hi);
+  const bool symmetric = qconfig().scheme == Scheme::Symmetric;
+  // One op (two launches on a GPU), unless the range is first synchronised across processes.
+  // Note [Observers stay on their device].
+  if (has_range_sync())
+    detail::moving_average_update(synchronized(tensor_range(x, false)), min_val_, max_val_, num_batches_tracked_,
+                                  frozen_, m, symmetric);
+  else
+    observe_moving_average_(x, min_val_, max_val_, num_batches_tracked_, frozen_, m, symmetric);
   return x;
 }
 

@@ -116,6 +116,13 @@ class MovingAverageMinMaxObserver : public nn::Cloneable<MovingAverageMinMaxObse
   std::string extra_repr() const override;
 };
 
+/// The op "observe_moving_average_(Tensor self, Tensor(a!) min_val, Tensor(b!) max_val, Tensor(c!)
+/// num_batches_tracked, Tensor frozen, float momentum, bool symmetric) -> ()": a
+/// MovingAverageMinMaxObserver's update of its buffers from x in one op (Note [Observers stay
+/// on their device]). Call it under NoGradGuard.
+void observe_moving_average_(const Tensor& x, const Tensor& min_val, const Tensor& max_val,
+                             const Tensor& num_batches_tracked, const Tensor& frozen, float momentum, bool symmetric);
+
 /// The observer a QConfig's `observer` selects for a Q module's input (activations, per
 /// tensor) or weight (`channels` ranges, 0 = per tensor): see ObserverKind.
 std::shared_ptr<Observer> make_input_observer(const QConfig& qconfig);
