@@ -118,6 +118,24 @@ __global__ void choose_qparams_kernel(const float* __restrict__ lo_in, const flo
 __device__ __forceinline__ float nan_min(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : (b < a ? b : a); }
 __device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : (a < b ? b : a); }
 
+// The block's (min, max) of every thread's (lo, hi), NaN-propagating, in a fixed order: valid
+// in thread 0. Blocks of kThreads threads.
+__device__ void block_range(float& lo, float& hi) {
+  __shared__ float s_lo[kThreads], s_hi[kThreads];
+  s_lo[threadIdx.x] = lo;
+  s_hi[threadIdx.x] = hi;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      s_lo[threadIdx.x] = nan_min(s_lo[threadIdx.x], s_lo[threadIdx.x + s]);
+      s_hi[threadIdx.x] = nan_max(s_hi[threadIdx.x], s_hi[threadIdx.x + s]);
+    }
+    __syncthreads();
+  }
+  lo = s_lo[0];
+  hi = s_hi[0];
+}
+
 // Each block's (min, max) of its grid-stride share of x, read as float (rounding to float is
 // monotone: the min of the rounded values is the rounded min).
 template <typename T>
@@ -130,20 +148,10 @@ __global__ void __launch_bounds__(kThreads) range_partials_kernel(const T* __res
     lo = nan_min(lo, v);
     hi = nan_max(hi, v);
   }
-  __shared__ float s_lo[kThreads], s_hi[kThreads];
-  s_lo[threadIdx.x] = lo;
-  s_hi[threadIdx.x] = hi;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      s_lo[threadIdx.x] = nan_min(s_lo[threadIdx.x], s_lo[threadIdx.x + s]);
-      s_hi[threadIdx.x] = nan_max(s_hi[threadIdx.x], s_hi[threadIdx.x + s]);
-    }
-    __syncthreads();
-  }
+  block_range(lo, hi);
   if (threadIdx.x == 0) {
-    part[2 * blockIdx.x] = s_lo[0];
-    part[2 * blockIdx.x + 1] = s_hi[0];
+    part[2 * blockIdx.x] = lo;
+    part[2 * blockIdx.x + 1] = hi;
   }
 }
 
@@ -158,20 +166,8 @@ __global__ void __launch_bounds__(kThreads) moving_average_update_kernel(const f
     lo = nan_min(lo, part[2 * b]);
     hi = nan_max(hi, part[2 * b + 1]);
   }
-  __shared__ float s_lo[kThreads], s_hi[kThreads];
-  s_lo[threadIdx.x] = lo;
-  s_hi[threadIdx.x] = hi;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      s_lo[threadIdx.x] = nan_min(s_lo[threadIdx.x], s_lo[threadIdx.x + s]);
-      s_hi[threadIdx.x] = nan_max(s_hi[threadIdx.x], s_hi[threadIdx.x + s]);
-    }
-    __syncthreads();
-  }
+  block_range(lo, hi);
   if (threadIdx.x != 0) return;
-  lo = s_lo[0];
-  hi = s_hi[0];
   if (symmetric) {
     hi = nan_max(fabsf(lo), fabsf(hi));
     lo = -hi;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/same_state_step.h"
 #include "qflow/qflow.h"
 
 using namespace qflow;
@@ -267,18 +268,7 @@ TEST(CudaQuantizeTest, QatResNet18StepsOnTheGpuMatchTheCpuFromTheSameState) {
   nn::optim::SGD sgd(on_gpu->parameters(), {.lr = 0.02, .momentum = 0.9, .weight_decay = 5e-4});
   Generator data(12);
   for (int step = 0; step < 3; ++step) {
-    nn::StateDict state;
-    for (const auto& [name, t] : on_gpu->state_dict()) state.insert(name, t.cpu());
-    on_cpu->load_state_dict(state);
-    const Tensor x = randn({16, 3, 32, 32}, DType::Float32, &data);
-    const Tensor y = randint(0, 10, {16}, DType::Int64, &data);
-    sgd.zero_grad();
-    on_cpu->zero_grad();
-    Tensor gpu_loss = cross_entropy((*on_gpu)(x.to(gpu())), y.to(gpu()));
-    Tensor cpu_loss = cross_entropy((*on_cpu)(x), y);
-    gpu_loss.backward();
-    cpu_loss.backward();
-    const double got = gpu_loss.item<double>(), want = cpu_loss.item<double>();
+    const auto [got, want] = qflow::testing::step_from_the_same_state(*on_gpu, *on_cpu, data);
     std::printf("[ quant ] QAT step %d loss cpu %.7f gpu %.7f\n", step, want, got);
     EXPECT_LE(std::abs(got - want), 1e-3 * std::abs(want)) << "step " << step;
     const auto gp = on_gpu->named_parameters(), cp = on_cpu->named_parameters();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/same_state_step.h"
 #include "qflow/nn/checkpoint.h"
 #include "qflow/qflow.h"
 
@@ -18,13 +19,6 @@ using qflow::testing_util::cosine_distance;
 using qflow::testing_util::relative_error;
 
 namespace {
-
-// Host copies of a model's parameters and buffers.
-nn::StateDict host_state(const nn::Module& model) {
-  nn::StateDict out;
-  for (const auto& [name, t] : model.state_dict()) out.insert(name, t.cpu());
-  return out;
-}
 
 // Each of ten SGD steps of ResNet18 on the GPU, started on the CPU from the GPU model's state
 // (weights and batch-norm statistics) and the same batch, gives the CPU's loss, gradients and
@@ -55,16 +49,7 @@ TEST(CudaTrainingTest, EveryStepOfResNet18OnTheGpuMatchesTheCpuFromTheSameState)
   Generator data(11);
   double worst_loss = 0, worst_grad = 0, worst_cos = 0, worst_buffer = 0;
   for (int s = 0; s < 10; ++s) {
-    on_cpu->load_state_dict(host_state(*on_gpu));
-    const Tensor x = randn({16, 3, 32, 32}, DType::Float32, &data);
-    const Tensor y = randint(0, 10, {16}, DType::Int64, &data);
-    sgd.zero_grad();
-    on_cpu->zero_grad();
-    Tensor gpu_loss = cross_entropy((*on_gpu)(x.to(gpu())), y.to(gpu()));
-    Tensor cpu_loss = cross_entropy((*on_cpu)(x), y);
-    gpu_loss.backward();
-    cpu_loss.backward();
-    const double got = gpu_loss.item<double>(), want = cpu_loss.item<double>();
+    const auto [got, want] = qflow::testing::step_from_the_same_state(*on_gpu, *on_cpu, data);
     const double loss_err = std::abs(got - want) / std::abs(want);
     worst_loss = std::max(worst_loss, loss_err);
     EXPECT_LE(loss_err, 1e-4) << "step " << s << ": loss gpu " << got << " cpu " << want;
