@@ -67,12 +67,7 @@ bool Observer::should_record(const nn::Module& self) const {
 void Observer::store(const Tensor& min, const Tensor& max) {
   NoGradGuard no_grad;
   Tensor lo = min_val_, hi = max_val_, count = num_batches_tracked_;
-  if (frozen_.device().is_cpu()) {  // should_record read the flag
-    lo.copy_(min);
-    hi.copy_(max);
-    count.add_(1);
-    return;
-  }
+  // On the CPU should_record read the flag and a frozen observer never gets here.
   lo.copy_(where(frozen_, lo, min));
   hi.copy_(where(frozen_, hi, max));
   count.copy_(where(frozen_, count, count + 1));
