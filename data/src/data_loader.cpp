@@ -11,6 +11,7 @@
 
 #include "qflow/core/error.h"
 #include "qflow/core/device_runtime.h"
+#include "epoch_plan.h"
 #include "tensor_alloc.h"
 
 namespace qflow::data {
@@ -52,6 +53,21 @@ void store_sample(const Tensor& image, float* dst) {
 }
 
 }  // namespace
+
+namespace detail {
+
+EpochPlan plan_epoch(int64_t dataset_size, const DataLoaderOptions& options, uint64_t epoch) {
+  const uint64_t epoch_seed = mix_seed(options.seed, epoch);
+  return {options.sampler.shard(epoch_order(dataset_size, options.shuffle, epoch_seed)),
+          mix_seed(epoch_seed, kTransformStream)};
+}
+
+int64_t batches_per_epoch(int64_t dataset_size, const DataLoaderOptions& options) {
+  const int64_t n = options.sampler.shard_size(dataset_size), bs = options.batch_size;
+  return options.drop_last ? n / bs : (n + bs - 1) / bs;
+}
+
+}  // namespace detail
 
 struct DataLoader::Epoch {
   struct Slot {
@@ -157,23 +173,20 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 
 DataLoader::~DataLoader() { stop_epoch(); }
 
-int64_t DataLoader::size() const {
-  const int64_t n = options_.sampler.shard_size(dataset_->size()), bs = options_.batch_size;
-  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
-}
+int64_t DataLoader::size() const { return detail::batches_per_epoch(dataset_->size(), options_); }
 
 void DataLoader::set_epoch(uint64_t epoch) { next_epoch_ = epoch; }
 
 void DataLoader::start_epoch() {
   stop_epoch();
-  const uint64_t epoch_seed = mix_seed(options_.seed, next_epoch_++);
+  detail::EpochPlan plan = detail::plan_epoch(dataset_->size(), options_, next_epoch_++);
   auto e = std::make_unique<Epoch>();
   e->dataset = dataset_.get();
   e->transform = options_.transform.get();
-  e->order = options_.sampler.shard(epoch_order(dataset_->size(), options_.shuffle, epoch_seed));
+  e->order = std::move(plan.order);
   e->batch_size = options_.batch_size;
   e->num_batches = size();
-  e->transform_seed = mix_seed(epoch_seed, kTransformStream);
+  e->transform_seed = plan.transform_seed;
   e->window = static_cast<int64_t>(options_.num_workers) * options_.prefetch;
   e->pin_memory = options_.pin_memory;
   epoch_ = std::move(e);
@@ -222,22 +235,6 @@ std::optional<Batch> DataLoader::next() {
     std::rethrow_exception(slot.error);
   }
   return std::move(slot.batch);
-}
-
-DataLoader::Iterator::Iterator(DataLoader* loader) : loader_(loader) {
-  loader_->start_epoch();
-  ++*this;
-}
-
-DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  std::optional<Batch> b = loader_->next();
-  if (b) {
-    batch_ = std::move(*b);
-  } else {
-    loader_ = nullptr;
-    batch_ = Batch();
-  }
-  return *this;
 }
 
 }  // namespace qflow::data

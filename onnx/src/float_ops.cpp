@@ -324,6 +324,9 @@ void add_float_refusals(std::map<std::string, std::string>& t) {
   refuse({"detach", "item"}, "no computation for ONNX to express (autograd bookkeeping or a host scalar)");
   refuse({"to_device"}, "moves a tensor between devices; an exported graph runs wherever its runtime places it");
   refuse({"sgd_update_"}, "an optimizer update; ONNX export writes the model's forward computation");
+  refuse({"random_crop_flip_normalize"},
+         "training-time data augmentation (random crops and flips); export the model, which takes the normalised "
+         "images");
   // The rest: no converter has been written because no exported model has needed one. Each
   // one added must match the op exactly, checked against ONNX Runtime (export_ops_test).
   refuse({"abs", "exp", "log", "sqrt", "rsqrt", "sign", "round", "floor", "pow", "pow.Scalar", "minimum", "maximum",

@@ -2,7 +2,9 @@
 // The data layer in one include: datasets, transforms, the loader and image I/O.
 #include "qflow/data/byte_reader.h"
 #include "qflow/data/cifar10.h"
+#include "qflow/data/batch_loader.h"
 #include "qflow/data/data_loader.h"
+#include "qflow/data/device_data_loader.h"
 #include "qflow/data/distributed_sampler.h"
 #include "qflow/data/dataset.h"
 #include "qflow/data/idx.h"

@@ -1,22 +1,16 @@
 #pragma once
 // DataLoader: batches of transformed samples, optionally shuffled, produced by worker
-// threads ahead of the training loop.
+// threads ahead of the training loop (a BatchLoader, batch_loader.h).
 #include <cstdint>
 #include <memory>
 #include <optional>
 
+#include "qflow/data/batch_loader.h"
 #include "qflow/data/dataset.h"
 #include "qflow/data/distributed_sampler.h"
 #include "qflow/data/transform.h"
 
 namespace qflow::data {
-
-/// A batch: images (N, C, H, W) float32 and labels (N) int64.
-struct Batch {
-  Tensor images;
-  Tensor labels;
-  int64_t size() const { return labels.defined() ? labels.numel() : 0; }
-};
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
@@ -51,7 +45,7 @@ struct DataLoaderOptions {
 // An exception in a worker travels with its batch and is rethrown by the consumer when that
 // batch is due, stopping the epoch.
 
-class DataLoader {
+class DataLoader final : public BatchLoader {
  public:
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
   /// Stops and joins the workers, also in the middle of an epoch.
@@ -60,38 +54,20 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   /// Batches per epoch.
-  int64_t size() const;
+  int64_t size() const override;
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
 
   /// The epoch the next begin() runs (it then advances by one, so a loop that never calls
   /// set_epoch still gets a new order each epoch). Call it to resume at epoch e.
-  void set_epoch(uint64_t epoch);
-  uint64_t epoch() const { return next_epoch_; }
+  void set_epoch(uint64_t epoch) override;
+  uint64_t epoch() const override { return next_epoch_; }
 
   /// Starts an epoch (cancelling any epoch in progress).
-  void start_epoch();
+  void start_epoch() override;
   /// The next batch of the current epoch; nullopt once the epoch is over.
-  std::optional<Batch> next();
-
-  class Iterator {
-   public:
-    using value_type = Batch;
-    using difference_type = std::ptrdiff_t;
-    Iterator() = default;
-    explicit Iterator(DataLoader* loader);
-    Batch& operator*() { return batch_; }
-    Batch* operator->() { return &batch_; }
-    Iterator& operator++();
-    bool operator==(const Iterator& other) const { return loader_ == other.loader_; }
-
-   private:
-    DataLoader* loader_ = nullptr;
-    Batch batch_;
-  };
-  /// `for (Batch& b : loader)` runs one epoch.
-  Iterator begin() { return Iterator(this); }
-  Iterator end() { return Iterator(); }
+  std::optional<Batch> next() override;
+  // begin()/end() (`for (Batch& b : loader)` runs one epoch): BatchLoader's.
 
  private:
   struct Epoch;

@@ -18,6 +18,7 @@ class ToTensor final : public Transform {
   explicit ToTensor(ImageLayout layout = ImageLayout::CHW) : layout_(layout) {}
   Tensor apply(const Tensor& image, SampleRng& rng) const override;
   std::string repr() const override { return "ToTensor()"; }
+  ImageLayout layout() const { return layout_; }
 
  private:
   ImageLayout layout_;
@@ -30,6 +31,8 @@ class Normalize final : public Transform {
   Normalize(std::vector<double> mean, std::vector<double> std);
   Tensor apply(const Tensor& image, SampleRng& rng) const override;
   std::string repr() const override;
+  const std::vector<double>& mean() const { return mean_; }
+  const std::vector<double>& std() const { return std_; }
 
  private:
   std::vector<double> mean_, std_;
@@ -57,6 +60,10 @@ class RandomCrop final : public Transform {
   RandomCrop(std::array<int64_t, 2> size, int64_t padding = 0, double fill = 0);
   Tensor apply(const Tensor& image, SampleRng& rng) const override;
   std::string repr() const override;
+  /// (height, width) of the crop.
+  std::array<int64_t, 2> size() const { return size_; }
+  int64_t padding() const { return padding_; }
+  double fill() const { return fill_; }
 
  private:
   std::array<int64_t, 2> size_;
@@ -71,6 +78,7 @@ class RandomHorizontalFlip final : public Transform {
   explicit RandomHorizontalFlip(double p = 0.5);
   Tensor apply(const Tensor& image, SampleRng& rng) const override;
   std::string repr() const override;
+  double p() const { return p_; }
 
  private:
   double p_;
