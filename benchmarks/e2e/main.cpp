@@ -7,6 +7,7 @@
 //   qflow-bench-e2e --workload deploy               # the deploy model: batch 1 latency, 128 throughput
 //   qflow-bench-e2e --device cuda --workload train --batch 512   # on the GPU (train, qat, infer)
 //   qflow-bench-e2e --device cuda --workload qat --profile-ops   # + host time per op (stderr)
+//   qflow-bench-e2e --device cuda --workload train --graph       # the step replayed as a CUDA graph
 //
 // Prints one JSON line per workload (benchmarks/compare parses them). Peak memory is the
 // process' high-water mark, so the driver runs each workload in its own process. With
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   app.add_flag("--profile-ops", s.profile_ops,
                "after each workload's timed runs, time one more op by op on the host and print the table to stderr");
   app.add_option("--profile-rows", s.profile_rows, "rows of the --profile-ops table")->capture_default_str();
+  app.add_flag("--graph", s.graph,
+               "GPU training workloads: capture the step as one CUDA graph after the warm-up and replay it "
+               "(workload names end in _graph)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -62,6 +66,10 @@ int main(int argc, char** argv) {
       // Throws saying why where there is no GPU or no CUDA backend.
       fmt::print(stderr, "qflow-bench-e2e: on {} ({})\n", device_runtime(s.device).device_name(s.device), s.device);
     }
+    QFLOW_CHECK(!s.graph || (gpu && (workload == "train" || workload == "qat" || workload == "qat-batch")),
+                "--graph captures a training step as a CUDA graph: it needs --device cuda and --workload train, qat "
+                "or qat-batch");
+    QFLOW_CHECK(!s.graph || s.warmup >= 1, "--graph needs --warmup 1 or more: the capture is made in the warm-up");
     auto for_batches = [&](std::vector<int64_t> defaults, auto&& fn) {
       for (int64_t b : batches.empty() ? defaults : batches) {
         s.batch = b;

@@ -9,6 +9,7 @@
 
 #include "qflow/core/device_runtime.h"
 #include "qflow/fx/fx.h"
+#include "qflow/nn/step_graph.h"
 #include "qflow/qflow.h"
 
 namespace qflow::bench {
@@ -65,12 +66,18 @@ Measurement sgd_steps(const std::string& name, nn::Module& model, const RunSetti
   nn::optim::SGD sgd(model.parameters(), nn::optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
   const Tensor images = device_images(s, s.batch);
   const Tensor labels = s.device.is_cpu() ? randint(0, 10, {s.batch}) : randint(0, 10, {s.batch}).to(s.device);
-  return measure(fmt::format("{}_{}_b{}", name, s.model, s.batch), s, s.batch, [&] {
+  auto step = [&](const std::vector<Tensor>& in) {
     sgd.zero_grad();
-    Tensor loss = cross_entropy(model(images), labels);
+    Tensor loss = cross_entropy(model(in[0]), in[1]);
     loss.backward();
     sgd.step();
-  });
+    return std::vector<Tensor>{loss};
+  };
+  const std::string workload = fmt::format("{}_{}_b{}{}", name, s.model, s.batch, s.graph ? "_graph" : "");
+  if (!s.graph) return measure(workload, s, s.batch, [&] { (void)step({images, labels}); });
+  // The warm-up of measure() makes the StepGraph's eager calls and its capture.
+  nn::StepGraph graph(s.device, step, {.warmup = std::max(0, s.warmup - 1)});
+  return measure(workload, s, s.batch, [&] { (void)graph({images, labels}); });
 }
 
 // The QAT GraphModule of the zoo model (8-bit symmetric google per-layer, the default QConfig).

@@ -24,6 +24,9 @@ struct RunSettings {
   // After the timed runs, one more under an OpProfiler, its table on stderr (--profile-ops).
   bool profile_ops = false;
   size_t profile_rows = 25;
+  // Training workloads on a GPU: the step (zero_grad, forward, loss, backward, SGD) captured as
+  // one CUDA graph after the warm-up and replayed (nn::StepGraph, Note [Step graphs]).
+  bool graph = false;
 };
 
 /// Timings of one workload in seconds per run, plus how many images one run handles.

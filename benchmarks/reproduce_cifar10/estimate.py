@@ -28,6 +28,11 @@ from . import launch
 from .runs import read_csv
 
 CIFAR_TRAIN, CIFAR_TEST = 50000, 10000
+# Global batches per warm-up epoch. On a GPU a step takes milliseconds and the epoch's first
+# steps are not (qflow-train's eager warm-up step, then the CUDA graph capture at the first full
+# batch, Note [qflow-train --cuda-graphs]), so 8 would time mostly those: 100 (12,800 images) make
+# them a small share, still erring slow as a real epoch captures once in 391 steps.
+CPU_WARMUP_STEPS, GPU_WARMUP_STEPS = 8, 100
 
 
 def with_option(flags, name, value=None):
@@ -62,18 +67,24 @@ class Speed:
         return steps * step + test_images / (self.eval * machines)
 
 
-def warm_up(args, n, config, out_dir, steps):
-    """Runs the warm-up of `config` into OUT/warmup/NAME; returns its Speed."""
+def warm_up_command(args, n, config, out_dir, steps):
+    """The warm-up's directory OUT/warmup/NAME and its qflow-train command (on --device, as the runs)."""
     wdir = os.path.join(out_dir, "warmup", config.name)
-    shutil.rmtree(wdir, ignore_errors=True)
-    os.makedirs(wdir)
     train = min(steps * launch.GLOBAL_BATCH, args.subset or CIFAR_TRAIN)
     test = min(train, args.test_subset or CIFAR_TEST)
     flags = launch.run_flags(args, config, out_dir)
     flags = with_option(flags, "--qat-from")  # a fine-tune's step costs what a QAT step from scratch costs
     for name, value in (("--subset", train), ("--test-subset", test), ("--epochs", 3), ("--stop-after", 2)):
         flags = with_option(flags, name, value)
-    cmd = launch.command(args, n, flags, wdir)
+    return wdir, launch.command(args, n, flags, wdir)
+
+
+def warm_up(args, n, config, out_dir, steps):
+    """Runs the warm-up of `config` into OUT/warmup/NAME; returns its Speed."""
+    wdir, cmd = warm_up_command(args, n, config, out_dir, steps)
+    shutil.rmtree(wdir, ignore_errors=True)
+    os.makedirs(wdir)
+    test = min(steps * launch.GLOBAL_BATCH, args.subset or CIFAR_TRAIN, args.test_subset or CIFAR_TEST)
     start = time.time()
     with open(os.path.join(wdir, "train.txt"), "wb") as transcript:
         transcript.write(("$ " + " ".join(cmd) + "\n").encode())

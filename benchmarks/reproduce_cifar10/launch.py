@@ -48,6 +48,11 @@ def uses_mpirun(args):
     return bool(args.np or args.hostfile)
 
 
+def on_gpu(args):
+    """--device names a GPU (cuda, cuda:N)."""
+    return bool(getattr(args, "device", None)) and args.device != "cpu"
+
+
 def mpirun_prefix(args, n):
     """mpirun and its flags, or nothing for a single process without --np/--hostfile."""
     if not uses_mpirun(args):
@@ -82,9 +87,13 @@ def run_flags(args, config, out_dir):
 
 
 def command(args, n, flags, checkpoint_dir, resume=False):
-    """The whole command line: [mpirun ...] qflow-train FLAGS --batch-size 128/N ..."""
+    """The whole command line: [mpirun ...] qflow-train FLAGS --batch-size 128/N ... [--device D].
+    The device is not one of run_flags: checkpoints are the same on every device, so a run may
+    continue on another one."""
     cmd = mpirun_prefix(args, n) + [args.qflow_train] + flags
     cmd += ["--batch-size", str(GLOBAL_BATCH // n), "--checkpoint-dir", checkpoint_dir]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if getattr(args, "device", None):
+        cmd += ["--device", args.device]
     return cmd + (["--resume"] if resume else [])

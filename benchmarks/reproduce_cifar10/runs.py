@@ -77,9 +77,9 @@ class Run:
                 s[1] = max(s[0], min(last_write, time.time()))
 
     # ---- running -----------------------------------------------------------------------------
-    def execute(self, command_for, processes):
-        """Runs (or resumes) qflow-train; its output goes to the terminal and OUT/NAME/train.txt.
-        Returns qflow-train's exit status."""
+    def execute(self, command_for, processes, device="cpu"):
+        """Runs (or resumes) qflow-train on `device`; its output goes to the terminal and
+        OUT/NAME/train.txt. Returns qflow-train's exit status."""
         resume = self.resumable and self.state is not None
         if self.state is None or not resume:
             # Nothing to continue from (never started, or killed before its first checkpoint).
@@ -88,6 +88,10 @@ class Run:
         else:
             self._close_killed_sessions()
         self.state["processes"] = processes
+        # Every device a session trained on, in order (a run may continue on another device).
+        devices = self.state.setdefault("devices", [])
+        if device not in devices:
+            devices.append(device)
         self.state["sessions"].append([time.time(), None])
         self._save()
         cmd = command_for(self.dir, resume)
@@ -104,6 +108,11 @@ class Run:
         return epochs_logged and (not self.config.is_qat or os.path.exists(os.path.join(self.dir, "results.csv")))
 
     # ---- figures -----------------------------------------------------------------------------
+    def devices(self):
+        """The devices its sessions trained on, "cpu+cuda" when it moved; "cpu" for a run recorded
+        before the study passed --device (qflow-train trained on the CPU by default)."""
+        return "+".join(self.state.get("devices", ["cpu"])) if self.state else None
+
     def wall_seconds(self):
         return sum(end - start for start, end in self.state["sessions"] if end is not None) if self.state else 0.0
 

@@ -68,6 +68,12 @@ std::atomic<bool> g_allow_tf32{true};
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<bool> g_deterministic{false};
+}  // namespace
+void set_deterministic_algorithms(bool on) { g_deterministic.store(on, std::memory_order_relaxed); }
+bool deterministic_algorithms() { return g_deterministic.load(std::memory_order_relaxed); }
+
 void synchronize(Device device) {
   if (!device.is_cpu()) device_runtime(device).synchronize(device);
 }

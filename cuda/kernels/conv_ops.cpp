@@ -166,6 +166,7 @@ PlanSpec spec_for(const Geometry& g, int64_t images, DType dt, Device device, bo
   s.dtype = dt;
   s.nhwc = nhwc;
   s.tf32 = dt == DType::Float32 && allow_tf32();
+  s.deterministic = deterministic_algorithms();
   s.g = g;
   s.g.n = images;
   return s;

@@ -215,6 +215,7 @@ bool take_first(const PlanSpec& spec, const Calls& calls, cudnnConvolutionDescri
   for (int i = 0; i < count; ++i) {
     const auto& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
+    if (spec.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     cudnnMathType_t math;
     if (!allowed_math(spec, p.mathType, &math)) continue;
     if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS) continue;
@@ -266,7 +267,8 @@ Algo search(const PlanSpec& spec, const Calls& calls, Pass pass, const char* op)
       "{}: cuDNN has no {} algorithm for input [{}, {}, {}, {}], weight [{}, {}, {}, {}], stride [{}, {}], padding "
       "[{}, {}], dilation [{}, {}], groups={} in {} ({}{})",
       op, pass_name(pass), g.n, g.c, g.h, g.w, g.o, g.cg(), g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
-      spec.dtype, spec.nhwc ? "channels-last" : "NCHW", strict_fp32(spec) ? ", strict float32" : "");
+      spec.dtype, spec.nhwc ? "channels-last" : "NCHW",
+      std::string(strict_fp32(spec) ? ", strict float32" : "") + (spec.deterministic ? ", deterministic" : ""));
 }
 
 }  // namespace
@@ -394,12 +396,12 @@ bool Plan::supports(cudnnHandle_t handle, Pass pass) {
 namespace {
 
 // The key of a PlanSpec: every field, flattened.
-using Key = std::array<int64_t, 19>;
+using Key = std::array<int64_t, 20>;
 
 Key key_of(const PlanSpec& s) {
   const Geometry& g = s.g;
   return {static_cast<int64_t>(s.device.type()), s.device.index(), static_cast<int64_t>(s.dtype), s.nhwc, s.tf32,
-          g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.groups, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+          s.deterministic, g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.groups, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
 }
 
 struct KeyHash {

@@ -42,6 +42,7 @@ struct PlanSpec {
   DType dtype = DType::Float32;
   bool nhwc = true;   // activations and filter channels-last; NCHW otherwise (float64)
   bool tf32 = false;  // float32 may run in TF32 (Note [TF32]); false for float64
+  bool deterministic = false;  // only bit-reproducible algorithms (Note [Deterministic algorithms])
   Geometry g;         // g.n: the images of one cuDNN call (see images_per_call in conv_ops.cpp)
 };
 

@@ -423,7 +423,10 @@ Stack where_kernel(OpArgs& a) {
 
 // Reserves the Philox blocks of a draw of n elements of `dtype` from the current generator
 // (the host-side state: no device work, Note [Counter-based draws on the GPU]).
-PhiloxDraw reserve_draw(int64_t n, DType dtype) {
+PhiloxDraw reserve_draw(int64_t n, DType dtype, Device device) {
+  check_not_capturing(device, "a random draw (dropout, rand_like)",
+                      "its Philox offset is fixed when the kernel is recorded, so every replay would draw the same "
+                      "numbers; run the model without dropout in the graph, or uncaptured");
   Generator& gen = current_generator();
   PhiloxDraw d;
   const auto key = gen.key();
@@ -458,7 +461,7 @@ Stack native_dropout_kernel(OpArgs& a) {
   Tensor y = empty_like_layout(x);
   Tensor mask = empty_like_layout(x, DType::Bool);
   const int64_t n = x.numel();
-  const PhiloxDraw draw = reserve_draw(n, x.dtype());
+  const PhiloxDraw draw = reserve_draw(n, x.dtype(), x.device());
   Launch launch(x);
   launch_dropout(scalar_type(x.dtype()), n, device_ptr(y), device_ptr_as<bool>(mask), device_ptr(x), 1.0 - p,
                  1.0 / (1.0 - p), draw, launch.stream);
@@ -490,7 +493,7 @@ Stack random_like_kernel(OpArgs& a) {
   const Tensor& self = a.tensor("self");
   Tensor t = empty(m.sizes, m.dtype, self.device());
   const int64_t n = t.numel();
-  const PhiloxDraw draw = reserve_draw(n, m.dtype);
+  const PhiloxDraw draw = reserve_draw(n, m.dtype, self.device());
   Launch launch(t);
   launch_random(scalar_type(m.dtype), Normal, device_ptr(t), n, draw, launch.stream);
   QFLOW_CUDA_CHECK_LAUNCH(Normal ? "randn_like" : "rand_like");

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <bit>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -18,10 +20,24 @@ constexpr int kMaxDevices = 16;
 constexpr size_t kMinBlock = 512;
 constexpr size_t kLargeBlock = size_t{1} << 20;
 
+using FreeLists = std::unordered_map<size_t, std::vector<void*>>;  // by size class
+
+// The memory of one captured graph (Note [Graph memory pools]).
+struct GraphPool {
+  FreeLists free_blocks;                       // made by the capture, free now
+  std::vector<std::pair<void*, size_t>> held;  // from the cache, freed during the capture
+  int64_t live = 0;                            // made by the capture, in use now
+  bool released = false;                       // the graph died
+};
+
 struct Pool {
   mutable std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
+  FreeLists free_blocks;
   DeviceMemoryStats stats;
+  std::map<uint64_t, GraphPool> graphs;             // by id
+  std::unordered_map<void*, uint64_t> graph_owned;  // blocks of graph pools -> id
+  uint64_t capturing = 0;                           // the pool allocations go to now (0: the cache)
+  uint64_t next_id = 1;
 };
 
 std::array<Pool, kMaxDevices>& pools() {
@@ -67,7 +83,7 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
   Pool& p = pool(device);
   std::lock_guard lock(p.mutex);
   ++p.stats.requests;
-  auto& blocks = p.free_blocks[size];
+  auto& blocks = p.capturing != 0 ? p.graphs.at(p.capturing).free_blocks[size] : p.free_blocks[size];
   void* block = nullptr;
   if (!blocks.empty()) {
     block = blocks.back();
@@ -76,7 +92,8 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
   } else {
     DeviceGuard guard(device);
     cudaError_t status = cudaMalloc(&block, size);
-    if (status == cudaErrorMemoryAllocation) {
+    // cudaFree would break a capture: then the first failure is the answer.
+    if (status == cudaErrorMemoryAllocation && p.capturing == 0) {
       cudaGetLastError();
       release_cached(p, device);
       status = cudaMalloc(&block, size);
@@ -91,6 +108,10 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
     }
     p.stats.reserved += size;
   }
+  if (p.capturing != 0) {
+    p.graph_owned[block] = p.capturing;
+    ++p.graphs.at(p.capturing).live;
+  }
   p.stats.allocated += size;
   if (p.stats.allocated > p.stats.peak_allocated) p.stats.peak_allocated = p.stats.allocated;
   return block;
@@ -101,7 +122,55 @@ void CachingAllocator::free(void* block, size_t nbytes, Device device) {
   Pool& p = pool(device);
   std::lock_guard lock(p.mutex);
   p.stats.allocated -= size;
+  if (const auto owned = p.graph_owned.find(block); owned != p.graph_owned.end()) {
+    GraphPool& g = p.graphs.at(owned->second);
+    --g.live;
+    if (!g.released) {
+      g.free_blocks[size].push_back(block);
+      return;
+    }
+    const uint64_t id = owned->second;
+    p.graph_owned.erase(owned);
+    if (g.live == 0) p.graphs.erase(id);
+  } else if (p.capturing != 0) {
+    p.graphs.at(p.capturing).held.emplace_back(block, size);
+    return;
+  }
   p.free_blocks[size].push_back(block);
+}
+
+uint64_t CachingAllocator::begin_capture(Device device) {
+  Pool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  QFLOW_CHECK(p.capturing == 0, "{}: a graph is already being captured on this device", device);
+  p.capturing = p.next_id++;
+  p.graphs.emplace(p.capturing, GraphPool{});
+  return p.capturing;
+}
+
+void CachingAllocator::end_capture(Device device) {
+  Pool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  p.capturing = 0;
+}
+
+void CachingAllocator::release_pool(Device device, uint64_t id) {
+  Pool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  const auto it = p.graphs.find(id);
+  if (it == p.graphs.end()) return;
+  GraphPool& g = it->second;
+  for (auto& [size, blocks] : g.free_blocks) {
+    for (void* b : blocks) {
+      p.graph_owned.erase(b);
+      p.free_blocks[size].push_back(b);
+    }
+  }
+  for (const auto& [b, size] : g.held) p.free_blocks[size].push_back(b);
+  g.free_blocks.clear();
+  g.held.clear();
+  g.released = true;
+  if (g.live == 0) p.graphs.erase(it);
 }
 
 DeviceMemoryStats CachingAllocator::stats(Device device) const {

@@ -19,6 +19,17 @@ namespace qflow::cuda {
 /// without events. A cudaMalloc that fails returns the cache to the device and tries once
 /// more; a second failure is a qflow::Error with the request and the counters. Stats follow
 /// torch.cuda.memory_stats: allocated, reserved (allocated + cached), peak allocated.
+///
+/// Note [Graph memory pools]
+/// A captured graph (Note [Captured device work]) replays its kernels on the addresses they had
+/// at capture, long after the tensors there died. So while a graph is captured on a device,
+/// every allocation on it comes from a pool of that graph's own: blocks freed during the capture
+/// are reused within it (stream order is graph order: the capture is one stream), and blocks the
+/// capture made that are freed later go back to that pool, never to the shared cache. A block
+/// allocated before the capture and freed during it may still be read by the recorded kernels:
+/// the pool holds it too. When the graph dies, release_pool returns the pool's free and held
+/// blocks to the cache, and its blocks still in use go there when they are freed. Replays
+/// queued before that run first (one stream), so reuse stays safe.
 class CachingAllocator {
  public:
   static CachingAllocator& instance();
@@ -28,6 +39,12 @@ class CachingAllocator {
   DeviceMemoryStats stats(Device device) const;
   void reset_peak(Device device);
   void empty_cache(Device device);
+
+  /// Routes `device`'s allocations to a new graph pool until end_capture; returns its id.
+  uint64_t begin_capture(Device device);
+  void end_capture(Device device);
+  /// The graph of pool `id` died (Note [Graph memory pools]).
+  void release_pool(Device device, uint64_t id);
 
   /// The size class `nbytes` is served from.
   static size_t round_size(size_t nbytes);

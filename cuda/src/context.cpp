@@ -82,6 +82,17 @@ cudnnHandle_t cudnn(Device device) { return state(device).cudnn; }
 cublasHandle_t cublas(Device device) { return state(device).cublas; }
 cublasLtHandle_t cublas_lt(Device device) { return state(device).cublas_lt; }
 
+bool capturing(Device device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  QFLOW_CUDA_CHECK(cudaStreamIsCapturing(stream(device), &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void check_not_capturing(Device device, const char* what, const char* why) {
+  QFLOW_CHECK(!capturing(device), "{} cannot be recorded into a CUDA graph on {}: {} (Note [Captured device work])",
+              what, device, why);
+}
+
 std::shared_ptr<Storage> workspace(size_t nbytes, Device device) { return Storage::allocate(nbytes, device); }
 
 }  // namespace qflow::cuda

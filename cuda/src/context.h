@@ -36,6 +36,11 @@ class DeviceGuard {
 /// The device's one compute stream: every kernel, library call and copy of qflow runs on it,
 /// in order, so no operation needs an event to wait for another (created on first use).
 cudaStream_t stream(Device device);
+/// True while a graph is being captured on stream(device) (Note [Captured device work]): work
+/// that reads back to the host or draws random numbers refuses then, saying why.
+bool capturing(Device device);
+/// Throws qflow::Error "`what` cannot be recorded into a CUDA graph: `why`" while capturing(device).
+void check_not_capturing(Device device, const char* what, const char* why);
 /// Library handles bound to stream(device), created on first use.
 cudnnHandle_t cudnn(Device device);
 cublasHandle_t cublas(Device device);

@@ -25,6 +25,8 @@ struct Pool {
   // Completed events for reuse, by the device they were created on: cudaEventRecord needs the
   // event and the stream on one device.
   std::vector<std::vector<cudaEvent_t>> spare_events;
+  bool holding = false;  // a graph is being captured: frees go to `held`
+  std::vector<std::pair<void*, size_t>> held;
 };
 
 Pool& pool() {
@@ -71,6 +73,10 @@ void PinnedAllocator::free(void* block, size_t nbytes) {
   const size_t size = CachingAllocator::round_size(nbytes);
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
+  if (p.holding) {
+    p.held.emplace_back(block, nbytes);
+    return;
+  }
   FreeBlock b{block, {}};
   const int count = device_count();
   if (p.spare_events.size() < static_cast<size_t>(count)) p.spare_events.resize(static_cast<size_t>(count));
@@ -95,6 +101,19 @@ void PinnedAllocator::free(void* block, size_t nbytes) {
     return;
   }
   p.free_blocks[size].push_back(b);
+}
+
+void PinnedAllocator::begin_holding() {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  p.holding = true;
+}
+
+std::vector<std::pair<void*, size_t>> PinnedAllocator::end_holding() {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  p.holding = false;
+  return std::exchange(p.held, {});
 }
 
 }  // namespace qflow::cuda

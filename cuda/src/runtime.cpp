@@ -11,8 +11,10 @@
 // the device's one compute stream (cuda/src/context.h), so nothing waits for the device but
 // the copies to the host (.item(), .to(cpu), printing) and synchronize().
 #include "caching_allocator.h"
+#include "communicator.h"
 #include "context.h"
 #include "cuda_check.h"
+#include "graph.h"
 #include "pinned_allocator.h"
 #include "qflow/core/device_runtime.h"
 #include "qflow/core/error.h"
@@ -39,6 +41,13 @@ class CudaRuntime final : public DeviceRuntime {
     // Ordered after the work queued on the device that holds the data.
     const Device device = src_device.is_cuda() ? src_device : dst_device;
     DeviceGuard guard(device);
+    if (dst_device.is_cpu())
+      check_not_capturing(device, "a copy to the host (.item(), .cpu(), printing)",
+                          "a graph's replay returns before its work is done; read the output after replay()");
+    if (src_device.is_cpu())
+      check_not_capturing(device, "a copy from host memory",
+                          "the recorded copy would read the same host bytes at every replay; put the data on the "
+                          "device before capturing and copy_ into it");
     cudaStream_t s = stream(device);
     if (src_device.is_cuda() && dst_device.is_cuda() && src_device != dst_device) {
       // The destination's stream may still use the block (a freed one reused by the caching
@@ -71,6 +80,7 @@ class CudaRuntime final : public DeviceRuntime {
 
   void synchronize(Device device) override {
     DeviceGuard guard(device);
+    check_not_capturing(device, "synchronize()", "a replay is queued like one kernel; wait for it after replay()");
     QFLOW_CUDA_CHECK(cudaStreamSynchronize(stream(device)), "synchronize");
   }
 
@@ -92,6 +102,17 @@ class CudaRuntime final : public DeviceRuntime {
     return PinnedAllocator::instance().allocate(nbytes);
   }
   void free_pinned(void* p, size_t nbytes) override { PinnedAllocator::instance().free(p, nbytes); }
+
+  std::unique_ptr<DeviceGraph> capture(Device device, const std::function<void()>& work) override {
+    check_usable(device);
+    return cuda::capture(device, work);
+  }
+
+  std::string new_communicator_id() override { return cuda::new_communicator_id(); }
+  std::unique_ptr<DeviceCommunicator> communicator(Device device, int rank, int size, const std::string& id) override {
+    check_usable(device);
+    return cuda::communicator(device, rank, size, id);
+  }
 };
 
 struct Registrar {

@@ -118,6 +118,15 @@ void DistributedDataParallel::on_gradient(size_t i) {
               "synchronize_gradients() between backward passes", i, params_[i].sizes());
   const auto [bucket, offset] = slot_of_[i];
   Bucket& b = *buckets_[bucket];
+  const Device device = params_[i].grad().device();
+  if (b.buffer.device() != device) {
+    // The module moved (Module::to) after the buckets were made: the bucket follows its
+    // gradients, so a GPU's are reduced on the GPU (Note [Collectives on a device]).
+    QFLOW_CHECK(b.pending == static_cast<int64_t>(b.params.size()),
+                "DistributedDataParallel: the gradients of one bucket are on {} and {}: keep the module on one device",
+                b.buffer.device(), device);
+    b.buffer = zeros({b.buffer.numel()}, DType::Float32, device);
+  }
   {
     NoGradGuard no_grad;
     b.buffer.narrow(0, offset, params_[i].numel()).copy_(params_[i].grad().reshape({-1}));

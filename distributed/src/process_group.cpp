@@ -6,10 +6,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <limits>
 #include <string_view>
 #include <thread>
 
+#include "qflow/core/device_runtime.h"
 #include "qflow/core/factory.h"
 
 namespace qflow::distributed {
@@ -28,6 +31,15 @@ MPI_Datatype mpi_type(DType t, const std::string& what) {
     case DType::Bool: return MPI_C_BOOL;
   }
   QFLOW_FAIL("{}: unsupported dtype {}", what, t);
+}
+
+CollectiveOp collective_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return CollectiveOp::Sum;
+    case ReduceOp::Min: return CollectiveOp::Min;
+    case ReduceOp::Max: return CollectiveOp::Max;
+  }
+  QFLOW_FAIL("unknown reduce op");
 }
 
 MPI_Op mpi_op(ReduceOp op, DType t, const std::string& what) {
@@ -144,7 +156,43 @@ void Work::wait() {
 
 struct ProcessGroup::Impl {
   MPI_Comm comm = MPI_COMM_NULL;  // null for a world of one
+  // Collectives of device tensors (Note [Collectives on a device]): one communicator per
+  // device, made at the first collective on it.
+  std::map<std::pair<int, int>, std::unique_ptr<DeviceCommunicator>> device_comms;  // by (type, index)
 };
+
+DeviceCommunicator& ProcessGroup::device_communicator(Device device, const std::string& what) {
+  auto& comm = impl_->device_comms[{static_cast<int>(device.type()), device.index()}];
+  if (comm) return *comm;
+  DeviceRuntime& runtime = device_runtime(device);
+  // Rank 0's id reaches every rank over MPI: [ok, length (8 bytes), id]. A rank 0 that cannot
+  // make one still broadcasts (ok = 0) so that no rank waits for it: every rank then fails alike.
+  std::string id, error;
+  if (rank_ == 0) {
+    try {
+      id = runtime.new_communicator_id();
+    } catch (const Error& e) {
+      error = e.message();
+    }
+  }
+  constexpr int64_t kMaxId = 4096;
+  QFLOW_CHECK(static_cast<int64_t>(id.size()) <= kMaxId, "{}: a communicator id of {} bytes", what, id.size());
+  Tensor packed = zeros({1 + 8 + kMaxId}, DType::UInt8);
+  uint8_t* bytes = packed.data_ptr<uint8_t>();
+  const int64_t length = static_cast<int64_t>(id.size());
+  bytes[0] = error.empty() ? 1 : 0;
+  std::memcpy(bytes + 1, &length, sizeof length);
+  std::memcpy(bytes + 9, id.data(), id.size());
+  broadcast(packed, 0, what + ": the device communicator's id");
+  QFLOW_CHECK(bytes[0] == 1, "{}: rank 0 could not make a communicator for {}{}", what, device,
+              error.empty() ? std::string() : ": " + error);
+  int64_t received = 0;
+  std::memcpy(&received, bytes + 1, sizeof received);
+  QFLOW_CHECK(received > 0 && received <= kMaxId, "{}: a communicator id of {} bytes from rank 0", what, received);
+  id.assign(reinterpret_cast<const char*>(bytes + 9), static_cast<size_t>(received));
+  comm = runtime.communicator(device, rank_, size_, id);
+  return *comm;
+}
 
 ProcessGroup::ProcessGroup() = default;
 ProcessGroup::ProcessGroup(ProcessGroup&&) noexcept = default;
@@ -176,6 +224,21 @@ ProcessGroup& ProcessGroup::world() {
   return *world;
 }
 
+int local_rank() {
+  ProcessGroup& world = ProcessGroup::world();  // starts MPI under mpirun
+  if (world.size() == 1) return 0;
+  static const int rank = [] {
+    MPI_Comm node = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type (the processes of this machine)");
+    int r = 0;
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+  }();
+  return rank;
+}
+
 ProcessGroup ProcessGroup::duplicate() const {
   ProcessGroup g;
   g.impl_ = std::make_unique<Impl>();
@@ -188,6 +251,10 @@ Work ProcessGroup::all_reduce_async(Tensor t, ReduceOp op, std::string what) {
   check_contiguous(t, what);
   Work w;
   if (impl_->comm == MPI_COMM_NULL) return w;  // a world of one: the sum is the tensor
+  if (!t.device().is_cpu()) {  // queued on the device's stream: done as far as the host knows
+    device_communicator(t.device(), what).all_reduce(t, collective_op(op));
+    return w;
+  }
   w.impl_ = std::make_unique<Work::Impl>();
   w.impl_->what = std::move(what);
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(t.numel()), mpi_type(t.dtype(), w.impl_->what),
@@ -203,6 +270,10 @@ void ProcessGroup::broadcast(Tensor& t, int root, const std::string& what) {
   check_contiguous(t, what);
   QFLOW_CHECK(root >= 0 && root < size_, "{}: root {} is not a rank of a world of {}", what, root, size_);
   if (impl_->comm == MPI_COMM_NULL) return;
+  if (!t.device().is_cpu()) {
+    device_communicator(t.device(), what).broadcast(t, root);
+    return;
+  }
   Work w;
   w.impl_ = std::make_unique<Work::Impl>();
   w.impl_->what = what;

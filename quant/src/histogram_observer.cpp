@@ -165,8 +165,21 @@ Histogram HistogramObserver::histogram() const {
   return {std::vector<double>(c.begin(), c.end()), histogram_min_.item<float>(), histogram_max_.item<float>()};
 }
 
+// Note [Histogram observers on a device]
+// The histogram, its widening and the choice of the range (a sequential search over 2048
+// bins) are host work: on a GPU each record reads the batch's range and the tensor back,
+// counts on the CPU and writes the histogram and the chosen range back to the observer's
+// device, explicitly. These observers calibrate (a few batches of qflow-train --ptq or
+// --sensitivity, where one synchronisation per layer and batch costs little) and are not
+// made for QAT steps or captured graphs, which read nothing back (Note [Observers stay on
+// their device]). Since the host reads anyway, the frozen flag is read too: a frozen
+// observer counts nothing on any device (store() alone would keep the range but not the
+// histogram).
 Tensor HistogramObserver::forward(const Tensor& x) {
-  if (!should_record(*this)) return x;
+  if (!is_training() || is_frozen()) return x;
+  const Device device = min_val_.device();  // the statistics', where the chosen range goes
+  QFLOW_CHECK(x.device() == device, "HistogramObserver: the observed tensor is on {} but the observer's statistics on {}",
+              x.device(), device);
   const Range r = synchronized(tensor_range(x, false));
   Histogram h = histogram();
   const double lo = r.min.item<float>(), hi = r.max.item<float>();
@@ -184,7 +197,7 @@ Tensor HistogramObserver::forward(const Tensor& x) {
   }
   {
     NoGradGuard no_grad;
-    const std::vector<float> values = to_vector<float>(x.detach().to(DType::Float32).contiguous());
+    const std::vector<float> values = to_vector<float>(x.detach().to(Device::cpu()).to(DType::Float32).contiguous());
     const double width = (h.max - h.min) / kBins;
     for (float v : values) {
       const int64_t bin = width > 0 ? static_cast<int64_t>(std::floor((v - h.min) / width)) : 0;
@@ -202,12 +215,12 @@ Tensor HistogramObserver::forward(const Tensor& x) {
   {
     NoGradGuard no_grad;
     std::vector<float> counts(h.counts.begin(), h.counts.end());
-    histogram_.copy_(from_vector<float>(counts, {kBins}));
+    histogram_.copy_(from_vector<float>(counts, {kBins}).to(device));
     histogram_min_.fill_(h.min);
     histogram_max_.fill_(h.max);
   }
-  const Range stored = synchronized({scalar_tensor(static_cast<float>(chosen.first)).reshape({1}),
-                                     scalar_tensor(static_cast<float>(chosen.second)).reshape({1})});
+  const Range stored = synchronized({scalar_tensor(static_cast<float>(chosen.first), std::nullopt, device).reshape({1}),
+                                     scalar_tensor(static_cast<float>(chosen.second), std::nullopt, device).reshape({1})});
   store(stored.min, stored.max);
   return x;
 }

@@ -108,7 +108,7 @@ void LsqQuantizer::reset() {
 
 Tensor LsqQuantizer::forward(const Tensor& x) {
   if (!should_record(*this)) return x;
-  if (num_observations() == 0) {
+  if (!observed()) {
     const InitStats st = init_stats(*this, x);
     const Range range = synchronized(st.range);
     std::vector<float> s;
@@ -143,12 +143,12 @@ QParams LsqQuantizer::calculate_qparams() const {
   Tensor z = zero_point.detach();
   if (qconfig().learn_zero_point)
     z = round(z).clamp(Scalar(static_cast<double>(qconfig().quant_min())), Scalar(static_cast<double>(qconfig().quant_max())));
-  const Tensor s = num_observations() == 0 ? zeros(scale.sizes(), DType::Float32, scale.device()) : scale.detach().clamp(Scalar(static_cast<double>(kMinScale)), std::nullopt);
+  const Tensor s = !observed() ? zeros(scale.sizes(), DType::Float32, scale.device()) : scale.detach().clamp(Scalar(static_cast<double>(kMinScale)), std::nullopt);
   return {s.to(DType::Float32).clone(), z.to(DType::Float32).clone(), 0};
 }
 
 Tensor LsqQuantizer::fake_quantize(const Tensor& x) const {
-  if (num_observations() == 0) return x;  // nothing seen: the identity (Note [Quantization numerics])
+  if (!observed()) return x;  // nothing seen: the identity (Note [Quantization numerics])
   const QConfig& qc = qconfig();
   const double g = 1.0 / std::sqrt(elements_per_scale(x, scale.numel()) * static_cast<double>(qc.quant_max()));
   const Tensor s = detail::scale_gradient(scale.clamp(Scalar(static_cast<double>(kMinScale)), std::nullopt), g);
@@ -172,7 +172,7 @@ namespace {
 Tensor power_of_two_scale(const Tensor& log2_threshold, int64_t bits) {
   std::vector<float> l = to_vector<float>(log2_threshold.detach());
   for (float& v : l) v = std::ldexp(1.0f, static_cast<int>(std::ceil(v)) - static_cast<int>(bits - 1));
-  return from_vector<float>(l, {static_cast<int64_t>(l.size())});
+  return from_vector<float>(l, {static_cast<int64_t>(l.size())}).to(log2_threshold.device());
 }
 
 }  // namespace
@@ -190,7 +190,7 @@ void TqtQuantizer::reset() {
 
 Tensor TqtQuantizer::forward(const Tensor& x) {
   if (!should_record(*this)) return x;
-  if (num_observations() > 0) {
+  if (observed()) {
     store(min_val_.clone(), max_val_.clone());
     return x;
   }
@@ -214,12 +214,12 @@ QParams TqtQuantizer::calculate_qparams() const {
   NoGradGuard no_grad;
   const int64_t n = log2_threshold.numel();
   const Device device = log2_threshold.device();
-  if (num_observations() == 0) return {zeros({n}, DType::Float32, device), zeros({n}, DType::Float32, device), 0};
+  if (!observed()) return {zeros({n}, DType::Float32, device), zeros({n}, DType::Float32, device), 0};
   return {power_of_two_scale(log2_threshold, qconfig().bits), zeros({n}, DType::Float32, device), 0};
 }
 
 Tensor TqtQuantizer::fake_quantize(const Tensor& x) const {
-  if (num_observations() == 0) return x;
+  if (!observed()) return x;
   const QConfig& qc = qconfig();
   const double g = 1.0 / std::sqrt(elements_per_scale(x, log2_threshold.numel()) * static_cast<double>(qc.quant_max()));
   const Tensor s_exact = power_of_two_scale(log2_threshold, qc.bits);

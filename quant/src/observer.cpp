@@ -49,6 +49,33 @@ bool Observer::is_frozen() const { return frozen_.item<bool>(); }
 
 int64_t Observer::num_observations() const { return num_batches_tracked_.item<int64_t>(); }
 
+// Note [Observed, on the host]
+// The learned quantizers (LSQ, TQT) branch on the host on whether they have seen a batch: the
+// first one initialises their parameters from its statistics. Reading the count from a GPU
+// every forward is a synchronisation per layer and step, and it cannot be recorded into a
+// graph (Note [Captured device work]). The count never decreases, so once it was read > 0 the
+// answer stays valid while nothing but store() wrote it: the answer is kept with the count
+// storage's version, and store() moves that version along with its own write. A load, a reset
+// (a new storage) or a replayed graph changes the version, and the next question reads again.
+namespace {
+// The count's storage and version (a buffer always has a storage; null reads as version 0).
+std::pair<std::shared_ptr<Storage>, uint64_t> count_version(const Tensor& count) {
+  std::shared_ptr<Storage> s = count.impl()->storage();
+  const uint64_t v = s != nullptr ? s->version() : 0;
+  return {std::move(s), v};
+}
+}  // namespace
+
+bool Observer::observed() const {
+  const auto [storage, version] = count_version(num_batches_tracked_);
+  if (observed_storage_.lock() != storage || observed_version_ != version) {
+    observed_ = num_observations() > 0;
+    observed_storage_ = storage;
+    observed_version_ = version;
+  }
+  return observed_;
+}
+
 // Note [Observers stay on their device]
 // An observer's statistics are tensors on the observed tensor's device, updated with tensor
 // ops (the range's min/max, the moving average, choose_qparams), so that on a GPU a QAT step
@@ -67,10 +94,13 @@ bool Observer::should_record(const nn::Module& self) const {
 void Observer::store(const Tensor& min, const Tensor& max) {
   NoGradGuard no_grad;
   Tensor lo = min_val_, hi = max_val_, count = num_batches_tracked_;
+  const auto [storage, version] = count_version(count);
+  const bool was_observed = observed_ && observed_storage_.lock() == storage && observed_version_ == version;
   // On the CPU should_record read the flag and a frozen observer never gets here.
   lo.copy_(where(frozen_, lo, min));
   hi.copy_(where(frozen_, hi, max));
   count.copy_(where(frozen_, count, count + 1));
+  if (was_observed) observed_version_ = count_version(count).second;  // the count only grew (Note [Observed, on the host])
 }
 
 Tensor Observer::has_observed() const { return gt(num_batches_tracked_, 0); }

@@ -133,9 +133,38 @@ std::set<std::string> ops_of_training(const ModelMaker& make, const models::Mode
   return layer->ops;
 }
 
-void expect_all_run_on_cuda(const std::string& model_name, const models::ModelOptions& options,
-                            const ModelMaker& make = nullptr) {
-  const std::set<std::string> ops = ops_of_training(make ? make : zoo_model(model_name, options), options);
+// PTQ as qflow-train --ptq and --sensitivity run it on a GPU (Note [qflow-train
+// --sensitivity]): the passes (trace, prepare_ptq with `qconfig`) on the CPU before the
+// recording starts, then what runs on the device: calibration on two batches (the second
+// wider, so a histogram widens) and an evaluation (loss and argmax accuracy, as evaluate()).
+std::set<std::string> ops_of_ptq(const std::string& model_name, const models::ModelOptions& options,
+                                 const quant::QConfig& qconfig) {
+  manual_seed(0);
+  nn::ModulePtr model = models::create(model_name, options);
+  const Tensor example = zeros({1, options.in_channels, options.image_size, options.image_size});
+  auto ptq = quant::prepare_ptq(*fx::symbolic_trace(model, example), example, qconfig);
+  const Tensor x = randn({2, options.in_channels, options.image_size, options.image_size});
+  const std::vector<Tensor> calibration = {x, x * 3.0};
+  const Tensor y = from_vector<int64_t>({1, 3});
+  auto layer = std::make_shared<RecordingLayer>();
+  Dispatcher::register_layer(kRecordKey, layer);
+  struct Unregister {
+    ~Unregister() { Dispatcher::unregister_layer(kRecordKey); }
+  } unregister;
+  IncludeKeyGuard record_every_call(kRecordKey);
+  EXPECT_EQ(quant::calibrate(*ptq, calibration), 2);
+  ptq->eval();
+  {
+    NoGradGuard no_grad;
+    Tensor logits = (*ptq)(x);
+    (void)cross_entropy(logits, y, Tensor(), Reduction::Sum).item<double>();
+    (void)logits.argmax(1).eq(y).sum().item<int64_t>();
+  }
+  return layer->ops;
+}
+
+// Every op of `ops` (what `what` reached) runs on a GPU.
+void expect_ops_run_on_cuda(const std::string& what, const std::set<std::string>& ops) {
   ASSERT_GE(ops.size(), 10u) << "the recorder saw almost nothing: is the layer wired?";
   std::vector<std::string> missing;
   for (const std::string& name : ops) {
@@ -143,9 +172,13 @@ void expect_all_run_on_cuda(const std::string& model_name, const models::ModelOp
     // A factory's result is created on the device by the typed API (the grad seed's ones_like).
     if (!op.runs_on(DeviceType::CUDA) && has_tensor_argument(op.schema)) missing.push_back(name);
   }
-  std::printf("[ cuda ] %s touches %zu ops: %s\n", model_name.c_str(), ops.size(), fmt::format("{}", fmt::join(ops, " ")).c_str());
-  EXPECT_TRUE(missing.empty()) << model_name << " reaches ops without a CUDA kernel: "
-                               << fmt::format("{}", fmt::join(missing, ", "));
+  std::printf("[ cuda ] %s touches %zu ops: %s\n", what.c_str(), ops.size(), fmt::format("{}", fmt::join(ops, " ")).c_str());
+  EXPECT_TRUE(missing.empty()) << what << " reaches ops without a CUDA kernel: " << fmt::format("{}", fmt::join(missing, ", "));
+}
+
+void expect_all_run_on_cuda(const std::string& model_name, const models::ModelOptions& options,
+                            const ModelMaker& make = nullptr) {
+  expect_ops_run_on_cuda(model_name, ops_of_training(make ? make : zoo_model(model_name, options), options));
 }
 
 TEST(CudaOpCoverageTest, TrainingAndEvaluatingResNet18RunsOnCuda) { expect_all_run_on_cuda("resnet18", {}); }
@@ -181,6 +214,39 @@ TEST(CudaOpCoverageTest, QatResNet18RunsOnCudaWithEveryQConfigKind) {
   for (const auto& [what, qconfig] : configs) {
     SCOPED_TRACE(what);
     expect_all_run_on_cuda("resnet18 QAT (" + what + ")", {}, qat_model("resnet18", {}, qconfig));
+  }
+}
+
+// PTQ calibration and evaluation (qflow-train --ptq and --sensitivity with --device cuda) with
+// each observer --observer offers, all of which --sensitivity accepts: the ranges kept on the
+// device (moving average, min/max), the learned quantizers initialised from their first batch
+// (LSQ, TQT), and the histogram kinds, whose counting is host work and whose device work is
+// the batch's range, the copies and the stored range (Note [Histogram observers on a device]).
+TEST(CudaOpCoverageTest, PtqCalibrationAndEvaluationRunOnCudaWithEveryObserver) {
+  for (auto kind : {quant::ObserverKind::MovingAverage, quant::ObserverKind::MinMax, quant::ObserverKind::Lsq,
+                    quant::ObserverKind::Tqt, quant::ObserverKind::Histogram, quant::ObserverKind::Percentile,
+                    quant::ObserverKind::Mse}) {
+    quant::QConfig qconfig;
+    qconfig.observer = kind;
+    const std::string what = fmt::format("resnet18 PTQ (--observer {})", quant::to_string(kind));
+    SCOPED_TRACE(what);
+    const std::set<std::string> ops = ops_of_ptq("resnet18", {}, qconfig);
+    // The observers' own work was recorded: every kind measures a weight's range (amin, amax);
+    // the moving average is one op; min/max accumulates with minimum and maximum; the
+    // histogram kinds write their histogram's bounds with fill_. (Their copy to the host is
+    // no op on the CPU; to_device runs on every device.)
+    EXPECT_TRUE(ops.count("amin") && ops.count("amax"));
+    if (kind == quant::ObserverKind::MovingAverage) {
+      EXPECT_TRUE(ops.count("observe_moving_average_"));
+    }
+    if (kind == quant::ObserverKind::MinMax) {
+      EXPECT_TRUE(ops.count("minimum") && ops.count("maximum"));
+    }
+    if (kind == quant::ObserverKind::Histogram || kind == quant::ObserverKind::Percentile ||
+        kind == quant::ObserverKind::Mse) {
+      EXPECT_TRUE(ops.count("fill_"));
+    }
+    expect_ops_run_on_cuda(what, ops);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "qflow/core/device_runtime.h"
 #include "qflow/qflow.h"
 #include "relative_error.h"
 #include "watchdog.h"
@@ -126,6 +127,25 @@ TEST_F(DistributedTrainCli, SyncBatchNormTrainsResNet18AndIsRefusedForQat) {
   EXPECT_THAT(read_text(d + ".out"), HasSubstr("epoch 1/1: train loss"));
   EXPECT_NE(exit_status(run_watched(base + " --sync-bn --qat", d + ".out")), 0);
   EXPECT_THAT(read_text(d + ".out"), HasSubstr("--sync-bn applies to float training; --qat and --ptq fold the BatchNorms"));
+}
+
+// Note [qflow-train under mpirun on GPUs]: each process takes the GPU of its local rank, so an
+// explicit GPU index (every process on one GPU) is refused; without a GPU, every rank stops
+// with the device's reason before training.
+TEST_F(DistributedTrainCli, GpusUnderMpirunTakeOnePerProcessAndSayWhyWhenThereAreNone) {
+  const std::string d = dir("gpus");
+  const std::string base = mpirun(2) + QFLOW_BIN_DIR + "/qflow-train --dataset fashion-mnist --workers 1 --threads 1 " +
+                           "--subset 64 --test-subset 32 --epochs 1 --checkpoint-dir " + d;
+  EXPECT_NE(exit_status(run_watched(base + " --device cuda:0", d + ".out")), 0);
+  EXPECT_THAT(read_text(d + ".out"), HasSubstr("under mpirun (2 processes) give --device cuda: each process trains on "
+                                               "the GPU of its local rank"));
+  if (device_count(DeviceType::CUDA) > 0) return;  // with GPUs, tests/cuda and tools/gpu-check cover the run
+  EXPECT_NE(exit_status(run_watched(base + " --device cuda", d + ".out")), 0);
+  const std::string out = read_text(d + ".out");
+  EXPECT_TRUE(out.find("built without its CUDA backend") != std::string::npos ||
+              out.find("no usable CUDA device on this machine") != std::string::npos)
+      << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("epoch 1/1")));
 }
 
 TEST_F(DistributedTrainCli, CheckpointsResumeWithAnotherNumberOfProcesses) {

@@ -2,8 +2,9 @@
 // archive's layout: cifar-10-batches-bin/ with batches.meta.txt, five training batches not in
 // batch order, test_batch.bin): the whole study (warm-up, float + five QAT runs, table) with
 // LeNet5 on 256 training and 64 test images for 1 epoch, in one process and under
-// `mpirun -np 2`; a study killed after its first run finished resumes to the same table; and
-// the errors a user meets first (no archive, a corrupt one).
+// `mpirun -np 2`; a study killed after its first run finished resumes to the same table;
+// --device cuda reaching every qflow-train command (--dry-run; the whole study where there is a
+// GPU); and the errors a user meets first (no archive, a corrupt one).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "data/test_files.h"
+#include "qflow/core/device_runtime.h"
 #include "watchdog.h"
 
 using namespace qflow;
@@ -59,8 +61,8 @@ std::string accuracy_columns(const std::string& csv) {
   std::string out;
   for (const std::string& line : lines_of(csv)) {
     std::vector<std::string> c = split(line, ',');
-    EXPECT_EQ(c.size(), 11u) << line;
-    if (c.size() != 11) continue;
+    EXPECT_EQ(c.size(), 12u) << line;
+    if (c.size() != 12) continue;
     c.erase(c.begin() + 8, c.begin() + 10);
     for (const std::string& cell : c) out += cell + ",";
     out += "\n";
@@ -98,8 +100,9 @@ class ReproduceCifar10Test : public TempDirTest {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
-  // table.md has the six published rows, each with qflow's figures; table.csv one line per row.
-  void expect_complete_table(const std::string& out, const std::string& processes) {
+  // table.md has the six published rows, each with qflow's figures; table.csv one line per row,
+  // each trained by `processes` processes on `device`.
+  void expect_complete_table(const std::string& out, const std::string& processes, const std::string& device = "cpu") {
     const std::string md = text_of(out + "/table.md");
     for (const std::string& row : kPublishedRows) EXPECT_THAT(md, HasSubstr(row)) << md;
     EXPECT_THAT(output_, HasSubstr(md));  // printed as written
@@ -107,10 +110,10 @@ class ReproduceCifar10Test : public TempDirTest {
     ASSERT_EQ(csv.size(), 7u);
     EXPECT_EQ(csv[0],
               "run,published_accuracy,qflow_accuracy,difference,deploy_accuracy,deploy_stage,test_images,epochs,"
-              "wall_seconds,images_per_s,processes");
+              "wall_seconds,images_per_s,processes,device");
     for (size_t i = 1; i < csv.size(); ++i) {
       const std::vector<std::string> c = split(csv[i], ',');
-      ASSERT_EQ(c.size(), 11u) << csv[i];
+      ASSERT_EQ(c.size(), 12u) << csv[i];
       EXPECT_FALSE(c[2].empty()) << "no qflow accuracy: " << csv[i];
       EXPECT_NEAR(std::stod(c[3]), std::stod(c[2]) - std::stod(c[1]), 0.006) << csv[i];
       EXPECT_EQ(c[4].empty(), i == 1) << "deploy accuracy for the QAT rows only: " << csv[i];
@@ -118,6 +121,7 @@ class ReproduceCifar10Test : public TempDirTest {
       EXPECT_EQ(c[7], "1") << csv[i];
       EXPECT_GT(std::stod(c[9]), 0) << csv[i];
       EXPECT_EQ(c[10], processes) << csv[i];
+      EXPECT_EQ(c[11], device) << csv[i];
     }
   }
 
@@ -173,6 +177,43 @@ TEST_F(ReproduceCifar10Test, AStudyKilledAfterItsFirstRunResumesToTheSameTable) 
   EXPECT_THAT(output_, testing::ContainsRegex("float +1 epoch +finished"));
   expect_complete_table(killed, "1");
   EXPECT_EQ(accuracy_columns(text_of(killed + "/table.csv")), accuracy_columns(text_of(straight + "/table.csv")));
+}
+
+// --device cuda goes to every qflow-train the study runs, the warm-ups included (so the
+// estimate is the GPU's rate): --dry-run prints the commands and runs none, so this needs no
+// GPU. A GPU trains in one process, so --np is refused, and a device name is checked.
+TEST_F(ReproduceCifar10Test, DeviceCudaReachesEveryQflowTrainCommand) {
+  const std::string out = path("planned");
+  ASSERT_EQ(study(out, "--device cuda --dry-run"), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("global batch 128 = 1 process x 128, on cuda, into"));
+  int commands = 0;
+  for (const std::string& line : lines_of(output_)) {
+    if (line.rfind("  $ ", 0) != 0) continue;
+    ++commands;
+    EXPECT_THAT(line, HasSubstr("/qflow-train "));
+    EXPECT_THAT(line, HasSubstr(" --device cuda")) << line;
+  }
+  EXPECT_EQ(commands, 2 + 6) << output_;  // the float and QAT warm-ups, the six runs
+  EXPECT_THAT(output_, HasSubstr("warm-up qat:\n  $ "));
+  EXPECT_FALSE(fs::exists(out + "/warmup")) << "a dry run ran a warm-up";
+  EXPECT_FALSE(fs::exists(out + "/float")) << "a dry run trained";
+  // Without --device the commands are the CPU's as before: qflow-train's default.
+  ASSERT_EQ(study(out, "--dry-run"), 0) << output_;
+  EXPECT_THAT(output_, Not(HasSubstr("--device")));
+
+  EXPECT_EQ(study(path("x"), "--device cuda --np 2"), 2);
+  EXPECT_THAT(output_, HasSubstr("--device cuda trains in one process"));
+  EXPECT_EQ(study(path("x"), "--device gpu"), 2);
+  EXPECT_THAT(output_, HasSubstr("--device gpu: expected cpu, cuda or cuda:N"));
+}
+
+// The whole study on a GPU, where there is one: the table says which device trained each row.
+TEST_F(ReproduceCifar10Test, OneGpuTrainsTheWholeStudy) {
+  if (device_count(DeviceType::CUDA) == 0) GTEST_SKIP() << "no GPU on this machine";
+  const std::string out = path("study");
+  ASSERT_EQ(study(out, "--device cuda"), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("estimate on this machine's GPU (cuda): float run"));
+  expect_complete_table(out, "1", "cuda");
 }
 
 TEST_F(ReproduceCifar10Test, MissingAndCorruptArchivesAreNamed) {

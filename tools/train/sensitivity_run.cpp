@@ -17,6 +17,12 @@
 // The analysis is PTQ because the QAT run comes after it: it tells which layers to keep at
 // more bits before any training is spent. Under mpirun every rank calibrates on the same
 // batches (identical observers) and evaluates its shard of the test images; rank 0 writes.
+// With --device cuda the passes run on the CPU (they trace, fold and copy; prepare_ptq runs
+// its example there), and each PTQ model is moved to the GPU, where the calibration batches
+// (moved once) and the test images go through it; the float model's accuracy is measured
+// there too. Every --observer calibrates on the GPU (the histogram kinds count on the host,
+// Note [Histogram observers on a device]), so the analysis is the CPU's up to the GPU's
+// float rounding.
 #include <chrono>
 #include <filesystem>
 
@@ -39,19 +45,25 @@ int Trainer::analyse_sensitivity() {
   std::vector<Tensor> calibration;
   for (data::Batch& b : loader) {
     if (static_cast<int64_t>(calibration.size()) >= o_.calib_batches) break;
-    calibration.push_back(b.images);
+    calibration.push_back(device_.is_cpu() ? b.images : b.images.to(device_));
   }
+  // evaluate() runs on the model's device; the passes below copy the float model from the
+  // CPU, so it goes back there after its measurement.
+  if (!device_.is_cpu()) float_model_->to(device_);
   const double reference = float_accuracy(weights);
+  if (!device_.is_cpu()) float_model_->to(Device::cpu());
   int64_t evaluations = 0;
   const quant::MappingMetric accuracy = [&](const quant::QConfigMapping& mapping) {
     auto ptq = quant::prepare_ptq(*float_gm_, example_, mapping);
+    if (!device_.is_cpu()) ptq->to(device_);  // with its observers: calibration records on the device
     quant::calibrate(*ptq, calibration);
     ++evaluations;
     return evaluate(*ptq, *test_loader_, &world_).accuracy;
   };
   const std::string images = fmt::format("{} test images", data_.test->size());
-  fmt::print("qflow-train: sensitivity of {} to {} ({} calibration batches of {}, {})\n", o_.model,
-             quant::to_string(target.global()), calibration.size(), o_.batch_size, images);
+  fmt::print("qflow-train: sensitivity of {} to {} ({} calibration batches of {}, {}{})\n", o_.model,
+             quant::to_string(target.global()), calibration.size(), o_.batch_size, images,
+             device_.is_cpu() ? std::string() : fmt::format(", calibrated and evaluated on {}", device_));
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const quant::SensitivityReport report = quant::layer_sensitivity(

@@ -21,9 +21,23 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "Seed for initialisation, shuffling, augmentation and dropout")->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (0 = all cores)")->capture_default_str();
   add_device_flag(app, o.device,
-                  "Where float training and evaluation run: cpu | cuda | cuda:N (the data is loaded and augmented on "
-                  "the CPU; checkpoints are the same whatever the device). The quantization modes run on the CPU");
+                  "Where training, evaluation and the --sensitivity analysis run: cpu | cuda | cuda:N (see "
+                  "--data-on-device for where the training set is augmented; checkpoints are the same whatever the "
+                  "device: a run resumes on another). The deploy pass, --ptq and the integer models of the final "
+                  "report run on the CPU");
   app.add_option("--workers", o.workers, "Data loading threads")->capture_default_str();
+  app.add_option("--data-on-device", o.data_on_device,
+                 "Keep the training set on --device as uint8 and crop, flip and normalise it there (no host copy per "
+                 "step; the same batches bit for bit): auto = when --device is not cpu, the set takes at most 2 GiB "
+                 "and its transform runs there; on = insist (error if it cannot); off = load and augment on the CPU")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--cuda-graphs", o.cuda_graphs,
+                 "On a GPU, capture each epoch's training step of --batch-size images as CUDA graphs and replay them "
+                 "(the same results; far less host time per step): auto = unless the step cannot be captured "
+                 "(dropout), then eager steps, saying why; on = insist (error if it cannot); off = eager steps")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   // CLI11 lists this as "--augment,--no-augment{false}" (the value --no-augment sets), which reads
   // like an "off" default: the description says it.
   app.add_flag("--augment,!--no-augment", o.augment, "Random crop + flip on the training set (default: on)");

@@ -34,6 +34,10 @@ struct TrainOptions : QuantFlags {
   int threads = 0;  // 0 = all cores
   std::string device = "cpu";  // cpu | cuda | cuda:N: where float training and evaluation run
   int workers = 2;
+  // auto | on | off: the training set resident on --device, augmented there (Note [qflow-train --device])
+  std::string data_on_device = "auto";
+  // auto | on | off: training steps replayed as CUDA graphs on a GPU (Note [qflow-train --cuda-graphs])
+  std::string cuda_graphs = "auto";
   bool augment = true;
   std::string checkpoint_dir = "runs/train";
   bool resume = false;

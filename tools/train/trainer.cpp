@@ -23,54 +23,7 @@ std::atomic<bool>& stop_requested() {
 
 namespace {
 
-int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  return logits.argmax(1).eq(labels).sum().item<int64_t>();
-}
-
 std::string file_in(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
-
-// Note [Non-finite training]
-// A NaN/Inf loss turns every weight into NaN at the optimizer step, and a run that goes on
-// trains garbage and saves it over its good checkpoints. qflow-train stops instead: before
-// the step when the loss is not finite, and after it when the step made a weight non-finite
-// (gradients or the update overflowed while the loss was still finite). Nothing non-finite is
-// ever saved, and the message names the step and points to --detect-anomaly, which finds the
-// module and op. Checking the weights costs one pass over the parameters per step.
-std::string saved_state(const std::string& dir) {
-  const std::string last = file_in(dir, "last.safetensors");
-  return std::filesystem::exists(last) ? last + " holds the last saved state" : "no checkpoint was saved before";
-}
-
-constexpr const char* kRerun = "Rerun with --detect-anomaly to find the module and op where the first NaN/Inf appears";
-
-void check_finite_loss(double loss, const std::string& dir) {
-  if (std::isfinite(loss)) return;
-  QFLOW_FAIL("the training loss is {}; stopped before the optimizer step, so no weight was updated with it ({}). {}",
-             std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", saved_state(dir), kRerun);
-}
-
-void check_finite_weights(const nn::Module& model, double loss, const std::string& dir) {
-  const auto parameters = model.named_parameters();
-  if (!model.device().is_cpu()) {
-    // On a device, one sum over every parameter and one read: a NaN or Inf anywhere makes it
-    // non-finite. Only then (or when finite values overflowed the sum) are the parameters
-    // copied to the CPU to name the first bad one.
-    NoGradGuard no_grad;
-    Tensor total;
-    for (const auto& [name, p] : parameters) {
-      if (!is_floating(p.dtype()) || p.numel() == 0) continue;
-      const Tensor s = p.detach().sum().to(DType::Float64);
-      total = total.defined() ? total + s : s;
-    }
-    if (!total.defined() || std::isfinite(total.item<double>())) return;
-  }
-  for (const auto& [name, p] : parameters) {
-    const std::string bad = autograd::describe_non_finite(p.device().is_cpu() ? p : p.detach().cpu());
-    if (bad.empty()) continue;
-    QFLOW_FAIL("the optimizer step made parameter '{}' non-finite ({}) while the loss was finite ({:.6g}): the gradients "
-               "or the update overflowed; stopped without saving it ({}). {}", name, bad, loss, saved_state(dir), kRerun);
-  }
-}
 
 }  // namespace
 
@@ -116,15 +69,25 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), device_(Device:
               "qflow-train: --sensitivity measures post-training quantization of float weights and trains nothing; "
               "drop --qat (give the float weights with --qat-from FILE)");
   if (!o_.qat_from.empty() && !o_.analyses_sensitivity()) o_.qat = true;
+  // Note [qflow-train --cuda-graphs]: "on" insists, so what rules graphs out is an error.
+  QFLOW_CHECK(o_.cuda_graphs != "on" || (!device_.is_cpu() && !o_.detect_anomaly && world_.size() == 1),
+              "qflow-train: --cuda-graphs on replays training steps as CUDA graphs: it needs --device cuda, one "
+              "process and no --detect-anomaly (asked for --device {}{}{})", o_.device,
+              o_.detect_anomaly ? ", --detect-anomaly" : "",
+              world_.size() > 1 ? fmt::format(", {} processes", world_.size()) : std::string());
   if (!device_.is_cpu()) {  // Note [qflow-train --device]
-    const char* analysis_flag = o_.sensitivity ? "--sensitivity" : o_.mixed_precision ? "--mixed-precision" : nullptr;
-    QFLOW_CHECK(analysis_flag == nullptr,
-                "qflow-train: {} runs on the CPU only: it calibrates and measures post-training quantization layer "
-                "by layer and trains nothing; run it with --device cpu (asked for --device {})",
-                analysis_flag, o_.device);
-    QFLOW_CHECK(world_.size() == 1,
-                "qflow-train: data-parallel training under mpirun ({} processes) runs on the CPU only; run it with "
-                "--device cpu, or one process with --device {}", world_.size(), o_.device);
+    if (world_.size() > 1) {
+      // Note [qflow-train under mpirun on GPUs]: one GPU per process, that of its local rank.
+      QFLOW_CHECK(o_.device == "cuda" || o_.device == "gpu",
+                  "qflow-train: under mpirun ({} processes) give --device cuda: each process trains on the GPU of its "
+                  "local rank on its machine (asked for --device {}, which would put every process on one GPU)",
+                  world_.size(), o_.device);
+      const int local = distributed::local_rank(), gpus = device_count(DeviceType::CUDA);
+      QFLOW_CHECK(gpus == 0 || local < gpus,
+                  "qflow-train: process {} of this machine has no GPU of its own (the machine has {}): start at most "
+                  "{} processes per machine (mpirun --map-by ppr:{}:node)", local, gpus, gpus, gpus);
+      device_ = Device::cuda(local);
+    }
     // Throws with the reason on a machine without the device or a build without its backend.
     (void)device_runtime(device_);
   }
@@ -147,6 +110,47 @@ int default_threads() {
 
 }  // namespace
 
+namespace {
+
+// --data-on-device auto's bound on the training set's device bytes. DeviceRuntime reports the
+// caching allocator's counters, not the device's capacity, so the bound is fixed: 2 GiB is a
+// quarter of an 8 GiB card, the smallest qflow trains on, leaving the rest to the model's
+// activations. CIFAR-10 (150 MiB) and Fashion-MNIST (45 MiB) fit many times over; an
+// ImageNet-sized folder does not and stays on the CPU loader.
+constexpr int64_t kAutoDeviceDataBytes = int64_t{2} << 30;
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+}  // namespace
+
+std::unique_ptr<data::BatchLoader> Trainer::make_train_loader() const {
+  const data::DataLoaderOptions options{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
+                                        .num_workers = o_.workers, .sampler = distributed::sampler_for(world_),
+                                        .transform = data_.train_transform, .pin_memory = device_.is_cuda()};
+  const std::string& mode = o_.data_on_device;
+  // Runs that train nothing never iterate the training loader: nothing to upload.
+  const bool trains = !o_.eval_only && !o_.analyses_sensitivity();
+  std::string why_not;
+  if (!trains) why_not = "this run trains nothing";
+  else if (device_.is_cpu() && mode != "on") why_not = "--device is cpu";
+  else if (mode == "off") why_not = "--data-on-device off";
+  if (why_not.empty()) why_not = data::DeviceDataLoader::unsupported_reason(*data_.train, data_.train_transform.get());
+  const int64_t bytes = why_not.empty() ? data::DeviceDataLoader::bytes_needed(*data_.train) : 0;
+  if (why_not.empty() && mode == "auto" && bytes > kAutoDeviceDataBytes)
+    why_not = fmt::format("the training set takes {:.0f} MiB, over --data-on-device auto's {:.0f} MiB (force it with "
+                          "--data-on-device on)",
+                          mib(bytes), mib(kAutoDeviceDataBytes));
+  QFLOW_CHECK(mode != "on" || !trains || why_not.empty(), "qflow-train: --data-on-device on: {}", why_not);
+  if (why_not.empty()) {
+    fmt::print("qflow-train: training data on {} ({:.1f} MiB uint8, cropped, flipped and normalised there)\n", device_,
+               mib(bytes));
+    return std::make_unique<data::DeviceDataLoader>(data_.train, options, device_);
+  }
+  // A CPU run keeps its output as it was: there the CPU loader is the only sensible choice.
+  if (trains && !device_.is_cpu()) fmt::print("qflow-train: training data loaded and augmented on the CPU ({})\n", why_not);
+  return std::make_unique<data::DataLoader>(data_.train, options);
+}
+
 void Trainer::build() {
   set_num_threads(o_.threads > 0 ? o_.threads : default_threads());
   manual_seed(o_.seed);
@@ -159,11 +163,7 @@ void Trainer::build() {
               "qflow-train: --sync-bn applies to float training; --qat and --ptq fold the BatchNorms into the convolutions");
   // With --eval-only --qat the weights are the QAT model's (loaded in evaluate_only).
   if (!o_.weights.empty() && !(o_.eval_only && o_.qat)) load_float_weights(*model_, o_.weights);
-  if (data_.train)
-    train_loader_ = std::make_unique<data::DataLoader>(
-        data_.train, data::DataLoaderOptions{.batch_size = o_.batch_size, .shuffle = true, .seed = o_.seed,
-                                             .num_workers = o_.workers, .sampler = distributed::sampler_for(world_),
-                                             .transform = data_.train_transform, .pin_memory = device_.is_cuda()});
+  if (data_.train) train_loader_ = make_train_loader();
   test_loader_ = std::make_unique<data::DataLoader>(
       data_.test, data::DataLoaderOptions{.batch_size = 256, .num_workers = o_.workers,
                                           .sampler = distributed::sampler_for(world_, /*pad=*/false),
@@ -187,6 +187,10 @@ void Trainer::build() {
   ddp_ = std::make_shared<distributed::DistributedDataParallel>(
       model_, distributed::DataParallelOptions{.bucket_cap_mb = o_.bucket_mb}, &world_);
   optimizer_ = make_optimizer();
+  // Note [qflow-train --cuda-graphs]: eager where graphs cannot help or cannot hold the step.
+  const GraphMode graphs = world_.size() > 1 || o_.detect_anomaly ? GraphMode::Off : parse_graph_mode(o_.cuda_graphs);
+  step_ = std::make_unique<TrainStep>(*step_model_, *model_, *optimizer_, *ddp_, o_.checkpoint_dir, graphs, device_,
+                                      o_.batch_size);
   std::vector<std::shared_ptr<nn::optim::LRScheduler>> parts;
   if (o_.warmup_epochs > 0) parts.push_back(std::make_shared<nn::optim::LinearWarmup>(*optimizer_, o_.warmup_epochs));
   if (o_.schedule == "cosine") {
@@ -293,6 +297,7 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
   model_->train();
   step_model_->train();  // its fused modules are not model_'s children
   train_loader_->set_epoch(static_cast<uint64_t>(epoch));
+  step_->new_epoch();  // the learning rate may have changed: graphs are captured again
   const int64_t batches = train_loader_->size();
   ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, o_.epochs), batches);
   // Only around training: evaluation records no gradients and cannot change the weights.
@@ -311,27 +316,19 @@ bool Trainer::train_epoch(int64_t epoch, int64_t skip) {
       continue;
     }
     const int64_t global_step = epoch * batches + step + 1;  // 1-based, counts optimizer steps
-    Tensor logits;
-    double loss_value = 0;
+    StepResult result;
     // Note [qflow-train --device]: the batch goes where the model is.
     const Tensor images = device_.is_cpu() ? b.images : b.images.to(device_);
     const Tensor labels = device_.is_cpu() ? b.labels : b.labels.to(device_);
     try {
       ddp_->broadcast_buffers();  // rank 0's running statistics (Note [qflow-train under mpirun])
-      logits = (*step_model_)(images);
-      const Tensor loss = cross_entropy(logits, labels);
-      loss_value = loss.item<double>();
-      check_finite_loss(loss_value, o_.checkpoint_dir);
-      optimizer_->zero_grad();
-      loss.backward();
-      ddp_->synchronize_gradients();
-      optimizer_->step();
-      check_finite_weights(*model_, loss_value, o_.checkpoint_dir);
+      result = (*step_)(images, labels);
     } catch (const Error& e) {
       bar.finish(fields());
       QFLOW_FAIL("step {} (epoch {}, batch {} of {}): {}", global_step, epoch + 1, step + 1, batches, e.message());
     }
-    const int64_t correct = count_correct(logits.detach(), labels);
+    const double loss_value = result.loss;
+    const int64_t correct = result.correct;
     loss_sum_ += loss_value * static_cast<double>(b.size());
     correct_ += correct;
     seen_ += b.size();

@@ -10,6 +10,7 @@
 #include "qflow/qflow.h"
 #include "run_log.h"
 #include "train_options.h"
+#include "train_step.h"
 
 namespace qflow::tools {
 
@@ -47,21 +48,39 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, distributed::Pr
 // whole number of the new global batches. A rank that fails prints its error and aborts the
 // job (distributed::abort), so the others never wait for it.
 
+// Note [qflow-train under mpirun on GPUs]
+// `mpirun -np N qflow-train --device cuda ...` trains data-parallel on N GPUs: each process
+// takes the GPU of its local rank on its machine (distributed::local_rank), and what the CPU
+// job sends over MPI — the gradient buckets during backward, the BatchNorm buffers rank 0
+// broadcasts, SyncBatchNorm's and the observers' statistics — stays on the GPUs and goes
+// through NCCL, queued on each GPU's stream (Note [Collectives on a device]); the host's
+// figures (loss sums, counts) still go over MPI. The steps run eagerly (no CUDA graphs: the
+// buckets are launched from autograd hooks as gradients arrive).
+
 // Note [qflow-train --device]
 // `--device cuda` trains and evaluates the float model on the GPU: the model is built, loaded
 // (--weights) and resumed (--resume) on the CPU, then moved with its optimizer (Module::to,
-// Optimizer::to); each batch, loaded and augmented on the CPU, is moved before the step.
+// Optimizer::to). The training set goes to the GPU once, as uint8, and each batch is cropped,
+// flipped and normalised there (data::DeviceDataLoader, Note [Data on the device]) when
+// --data-on-device allows: auto (the default) does when the device is not the CPU, the transform
+// is one the device runs and the set takes at most 2 GiB; on insists (an error says why it
+// cannot; with --device cpu it runs the same loader on the CPU); off keeps the CPU loader. Both
+// loaders give the same batches bit for bit, so the choice changes the speed, not the run; one
+// line at start says which is used. Otherwise (and for the test set) each batch, loaded and
+// augmented on the CPU in pinned memory, is moved before the step.
 // The host reads back only what the CPU path reads (the loss and the correct count, with
-// .item()), so a step queues its work on the device and waits once. Checkpoints are written
+// .item()), so a step queues its work on the device and waits once; full batches replay the
+// step as CUDA graphs (Note [qflow-train --cuda-graphs]). Checkpoints are written
 // from the CPU (nn::save copies device tensors back), so a run saved on the GPU resumes on
 // the CPU and back. --qat and --qat-from train the QAT model on the device as well (its
 // observers and quantization parameters stay there, Note [Observers stay on their device]);
 // the report at the end (report_quant) brings the model back to the CPU first, where the
 // deploy pass, the PTQ calibration (--ptq) and the integer model run: the deploy model is the
-// same wherever the QAT model trained. The analyses that train nothing (--sensitivity,
-// --mixed-precision) and data-parallel runs under mpirun stay on the CPU and refuse --device
-// cuda, naming the flag; on a machine without a GPU (or a build without the CUDA backend) the
-// run stops at start with the runtime's reason.
+// same wherever the QAT model trained. --sensitivity and --mixed-precision run their passes
+// on the CPU and calibrate and evaluate each PTQ model on the device (Note [qflow-train
+// --sensitivity]). Data-parallel runs under mpirun stay on the CPU and refuse --device cuda,
+// naming the flag; on a machine without a GPU (or a build without the CUDA backend) the run
+// stops at start with the runtime's reason.
 
 class Trainer {
  public:
@@ -82,6 +101,8 @@ class Trainer {
   /// The checkpoint metadata entry "qconfig_mapping": the QAT mapping's canonical JSON ("" for
   /// runs without --qat); --resume refuses a checkpoint whose entry differs.
   std::string qconfig_mapping_tag() const;
+  /// The training set's loader: on the device or the CPU per --data-on-device (Note [qflow-train --device]).
+  std::unique_ptr<data::BatchLoader> make_train_loader() const;
   /// SGD over the model's parameters; learned quantization scales in a group without weight decay.
   std::unique_ptr<nn::optim::SGD> make_optimizer();
   /// Names the test images evaluate() uses (data set, location, count): best.safetensors
@@ -133,11 +154,14 @@ class Trainer {
   std::shared_ptr<fx::GraphModule> float_gm_;
   Tensor example_;
   std::optional<double> float_acc_;
-  std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
+  // The training batches: a DataLoader, or with --data-on-device a DeviceDataLoader.
+  std::unique_ptr<data::BatchLoader> train_loader_;
+  std::unique_ptr<data::DataLoader> test_loader_;
   // The whole test set for rank 0's reports under mpirun (test_loader_ holds a shard).
   std::unique_ptr<data::DataLoader> report_loader_;
   data::DataLoader& report_loader();
   std::unique_ptr<nn::optim::SGD> optimizer_;
+  std::unique_ptr<TrainStep> step_;  // one optimizer step, eager or as CUDA graphs
   std::shared_ptr<nn::optim::LRScheduler> scheduler_;
   // Running sums of the epoch in progress (kept in checkpoints so a resumed epoch reports
   // the same figures as an uninterrupted one).

@@ -2,9 +2,12 @@
 // What core needs from a device other than the CPU: memory and copies. See Note [Devices].
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "qflow/core/device.h"
+#include "qflow/core/device_graph.h"
 #include "qflow/core/tensor.h"
 
 namespace qflow {
@@ -16,6 +19,26 @@ struct DeviceMemoryStats {
   uint64_t peak_allocated = 0;  // the most allocated at once since the last reset
   uint64_t requests = 0;        // allocations served
   uint64_t cache_hits = 0;      // ... from the cache
+};
+
+/// Note [Collectives on a device]
+/// Data-parallel training on GPUs reduces gradients where they are: a device communicator (the
+/// CUDA backend's is NCCL, loaded when first asked for) queues its collectives on the device's
+/// stream like kernels, so a reduction is ordered after the backward ops that made its input
+/// and before the optimizer step that reads it, and the host does not wait. Rank 0 makes an id
+/// (new_communicator_id), the process group sends it to the others over MPI, and every rank
+/// creates its communicator from it (collectively). A communicator's collectives run in the
+/// order they are queued, so every rank must queue them in the same order — what data-parallel
+/// programs do (Note [Process group]).
+enum class CollectiveOp { Sum, Min, Max };
+
+class DeviceCommunicator {
+ public:
+  virtual ~DeviceCommunicator() = default;
+  /// `t` (contiguous, on the communicator's device) reduced over the ranks, in place; queued.
+  virtual void all_reduce(Tensor& t, CollectiveOp op) = 0;
+  /// Rank `root`'s `t` into every rank's `t`, in place; queued.
+  virtual void broadcast(Tensor& t, int root) = 0;
 };
 
 /// Implemented by a backend layer (the CUDA one: cuda/src/runtime.cpp) and registered at
@@ -50,6 +73,14 @@ class DeviceRuntime {
   /// Returns a block from allocate_pinned(nbytes); it is reused only once every copy queued
   /// from it has finished.
   virtual void free_pinned(void* p, size_t nbytes) = 0;
+  /// Records the work `work` queues on `device` (Note [Captured device work]).
+  virtual std::unique_ptr<DeviceGraph> capture(Device device, const std::function<void()>& work) = 0;
+  /// A new communicator id (bytes) for rank 0 to send to every rank (Note [Collectives on a
+  /// device]); throws saying why where the backend has no collectives (no NCCL).
+  virtual std::string new_communicator_id() = 0;
+  /// This rank's communicator of `size` ranks, one device each, from rank 0's id. Collective:
+  /// returns when every rank has joined.
+  virtual std::unique_ptr<DeviceCommunicator> communicator(Device device, int rank, int size, const std::string& id) = 0;
 };
 
 /// Registers the runtime for `type` (called once, from the backend's static initialiser).
@@ -77,5 +108,14 @@ Tensor empty_pinned(const std::vector<int64_t>& sizes, DType dtype, Device for_d
 /// ignores the setting.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+
+/// Note [Deterministic algorithms]
+/// Some of cuDNN's fastest backward convolutions add partial sums with atomics, so two runs of
+/// one step differ in the last bits. With deterministic algorithms on (off by default, like
+/// torch.use_deterministic_algorithms), cuDNN's algorithm search keeps only those that give the
+/// same bits every run; qflow's own kernels never use atomics. Tests that compare two GPU runs
+/// bit for bit (a replayed graph against the eager step) turn it on. The CPU ignores it.
+void set_deterministic_algorithms(bool on);
+bool deterministic_algorithms();
 
 }  // namespace qflow

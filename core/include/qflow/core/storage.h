@@ -5,15 +5,24 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "qflow/core/device.h"
 
 namespace qflow {
 
+class Storage;
+
+namespace detail {
+/// While a device graph is captured on this thread, the storages whose version was bumped
+/// (Note [Versions of captured writes]); null otherwise.
+inline thread_local std::vector<std::weak_ptr<Storage>>* captured_version_bumps = nullptr;
+}  // namespace detail
+
 /// Alignment of every buffer qflow allocates (one cache line; enough for AVX-512 loads).
 inline constexpr size_t kStorageAlignment = 64;
 
-class Storage {
+class Storage : public std::enable_shared_from_this<Storage> {
  public:
   using Deleter = std::function<void(void*)>;
 
@@ -36,7 +45,11 @@ class Storage {
   /// Version counter shared by all views of this storage: bumped by every in-place write,
   /// checked by autograd when it unpacks a saved tensor. See Note [Version counter].
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
-  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  void bump_version() {
+    version_.fetch_add(1, std::memory_order_relaxed);
+    if (detail::captured_version_bumps != nullptr) [[unlikely]]
+      detail::captured_version_bumps->push_back(weak_from_this());
+  }
   /// For storage that replaces another with the same values (an opaque tensor made plain).
   void set_version(uint64_t v) { version_.store(v, std::memory_order_relaxed); }
 

@@ -23,6 +23,10 @@
 
 #include "qflow/core/tensor.h"
 
+namespace qflow {
+class DeviceCommunicator;
+}
+
 namespace qflow::distributed {
 
 enum class ReduceOp { Sum, Min, Max };
@@ -66,7 +70,9 @@ class ProcessGroup {
   /// A group of the same processes whose collectives never interleave with this one's.
   ProcessGroup duplicate() const;
 
-  /// In place on a contiguous tensor (float32/64, int32/64, uint8, int8, bool).
+  /// In place on a contiguous tensor (float32/64, int32/64, uint8, int8, bool). A tensor on a
+  /// GPU goes through the device's communicator (NCCL), queued on its stream (Note
+  /// [Collectives on a device]): the returned Work is already done for the host.
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum, const std::string& what = "all_reduce");
   [[nodiscard]] Work all_reduce_async(Tensor t, ReduceOp op, std::string what);
   /// Rank `root`'s values into `t` on every rank (same shape and dtype everywhere).
@@ -81,10 +87,16 @@ class ProcessGroup {
 
  private:
   ProcessGroup();
+  /// The communicator of `device` for this group's ranks, made (collectively) at first use.
+  DeviceCommunicator& device_communicator(Device device, const std::string& what);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
 };
+
+/// This process's rank among the job's processes on its machine (MPI_COMM_TYPE_SHARED); 0
+/// without mpirun. qflow-train gives each process the GPU of this number.
+int local_rank();
 
 /// How long a collective may take before the job is aborted (QFLOW_DIST_TIMEOUT, seconds).
 std::chrono::seconds collective_timeout();

@@ -27,7 +27,8 @@
 // Per tensor only (activations); the observer a QConfig with these kinds gives a weight is a
 // MinMaxObserver (a weight is known exactly; QAT, not calibration, is what trains weights to
 // a narrower grid). Data parallel: the tensor's range is synchronised before counting and the
-// chosen range after, so replicas agree.
+// chosen range after, so replicas agree. On a GPU the counting and the choice run on the host
+// (Note [Histogram observers on a device]).
 #include <utility>
 #include <vector>
 

@@ -51,8 +51,11 @@ class Observer {
   /// Stops (true) or resumes (false) recording; kept in the "frozen" buffer.
   void freeze(bool frozen = true);
   bool is_frozen() const;
-  /// How many tensors have been recorded (the num_batches_tracked buffer).
+  /// How many tensors have been recorded (the num_batches_tracked buffer; a read from the device).
   int64_t num_observations() const;
+  /// num_observations() > 0, read from the device only when the count changed other than
+  /// through this observer's store() (Note [Observed, on the host]).
+  bool observed() const;
   const ObserverOptions& options() const { return options_; }
   const QConfig& qconfig() const { return options_.qconfig; }
   const Tensor& min_val() const { return min_val_; }
@@ -88,6 +91,10 @@ class Observer {
  private:
   ObserverOptions options_;
   RangeSync range_sync_;
+  // observed()'s answer, valid while the count's storage is at this version.
+  mutable std::weak_ptr<const Storage> observed_storage_;
+  mutable uint64_t observed_version_ = 0;
+  mutable bool observed_ = false;
 };
 
 /// Records the range of the latest tensor it saw (OneFlow's min_max_observer): weights, whose
