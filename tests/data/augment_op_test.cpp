@@ -11,6 +11,7 @@
 
 #include "qflow/core/augment_ops.h"
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using namespace qflow::data;
@@ -126,14 +127,7 @@ TEST(AugmentOpTest, ShapeRuleMatchesTheKernel) {
   EXPECT_FALSE(def.schema.to_string().empty());
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 TEST(AugmentOpTest, RefusesWrongDtypesShapesAndIndices) {
   const Tensor images = random_images(4, 3, 8, 8, 2);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 using namespace qflow;
 using namespace qflow::data;
@@ -127,14 +128,7 @@ TEST(DeviceDataLoaderTest, WorksThroughTheBatchLoaderInterface) {
   EXPECT_EQ(DeviceDataLoader::bytes_needed(*ds), 7 * (3 * 8 * 8 + 8));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 TEST(DeviceDataLoaderTest, RefusesWhatTheDeviceCannotRun) {
   auto ds = std::make_shared<RandomImages>(6, 3, 8, 8);

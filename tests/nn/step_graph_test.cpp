@@ -6,40 +6,34 @@
 #include "qflow/core/device_runtime.h"
 #include "qflow/nn/step_graph.h"
 #include "qflow/qflow.h"
+#include "error_of.h"
 
 namespace qflow {
 namespace {
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 TEST(StepGraphTest, TheCpuHasNoGraphsAndSaysSo) {
-  const std::string m = message_of([] { (void)capture_graph(Device::cpu(), [] {}); });
+  const std::string m = error_of([] { (void)capture_graph(Device::cpu(), [] {}); });
   EXPECT_NE(m.find("the cpu has no graphs"), std::string::npos) << m;
   const std::string s =
-      message_of([] { nn::StepGraph step(Device::cpu(), [](const std::vector<Tensor>& in) { return in; }); });
+      error_of([] { nn::StepGraph step(Device::cpu(), [](const std::vector<Tensor>& in) { return in; }); });
   EXPECT_NE(s.find("the cpu cannot capture graphs"), std::string::npos) << s;
 }
 
 TEST(StepGraphTest, ACudaGraphWithoutAUsableGpuSaysWhy) {
   if (device_count(DeviceType::CUDA) > 0) GTEST_SKIP() << "this machine has a GPU: tests/cuda covers it";
-  const std::string m = message_of([] { (void)capture_graph(Device::cuda(0), [] {}); });
+  const std::string m = error_of([] { (void)capture_graph(Device::cuda(0), [] {}); });
   EXPECT_FALSE(m.empty());
   EXPECT_NE(m.find("cuda:0"), std::string::npos) << m;
 }
 
 TEST(StepGraphTest, BadOptionsAreRefused) {
-  const std::string m = message_of([] {
+  const std::string m = error_of([] {
     nn::StepGraph step(Device::cuda(0), [](const std::vector<Tensor>& in) { return in; }, {.warmup = -1});
   });
   EXPECT_NE(m.find("warmup must be >= 0"), std::string::npos) << m;
-  const std::string f = message_of([] { nn::StepGraph step(Device::cuda(0), nullptr); });
+  const std::string f = error_of([] { nn::StepGraph step(Device::cuda(0), nullptr); });
   EXPECT_NE(f.find("no function"), std::string::npos) << f;
 }
 
