@@ -15,7 +15,7 @@ if(NOT QFLOW_CUDA STREQUAL "OFF" AND NOT QFLOW_FUZZ)
   set(_qflow_cuda_missing "")
   if(CMAKE_CUDA_COMPILER)
     # Users' GPUs: Ampere (sm_80, sm_86), Ada (sm_89), Hopper (sm_90, the PTX also runs on later
-    # chips). Each architecture is a full compile of every kernel: measured in README 'GPUs'.
+    # chips). Each architecture is a full compile of every kernel: measured in docs/gpu.md.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90")
     endif()

@@ -4,7 +4,7 @@
 // 10,000 test images: ≥ 99.9 % identical argmax, accuracies within 0.05 points.
 //
 // LeNet5 keeps the test at ~15 s (it trains at ~5,000 images/s on one thread); ResNet18's
-// figure on the same 10,000 images is the demo's (README), ~1 minute of evaluation alone.
+// figure on the same 10,000 images is the demo's (docs/results/demo-2026-11-26.md), ~1 minute of evaluation alone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

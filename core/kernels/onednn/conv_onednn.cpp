@@ -16,7 +16,7 @@ namespace qflow::kernels::onednn {
 /// Note [oneDNN convolution]
 /// float32 convolutions run on oneDNN, whose direct kernels reach ~97 % of the FMA peak and
 /// whose Winograd F(4x4, 3x3) kernels do 2.2-2.6x the work per second of the direct ones on
-/// ResNet18's 3x3 stride-1 layers (measured, README "Performance"). Each call:
+/// ResNet18's 3x3 stride-1 layers (measured, docs/performance.md). Each call:
 ///  - looks up a plan by (geometry, pass, algorithm, bias): the primitive descriptor, the
 ///    primitive and the reorders between qflow's plain NCHW/OIHW and the layouts the
 ///    primitive chose (`format_tag::any`: nChw16c activations on AVX-512). Creating a
@@ -171,7 +171,7 @@ std::unique_ptr<Plan> make_plan(const ConvGeometry& g, Pass pass, Algo algo, boo
   return plan;
 }
 
-/// Winograd is worth it (measured with qflow-bench-conv, README "Performance") on 3x3 stride-1
+/// Winograd is worth it (measured with qflow-bench-conv, docs/performance.md) on 3x3 stride-1
 /// layers with at least 16 input and output channels (below that the transforms dominate: the
 /// 3-channel stem runs at 0.3x direct) and at least 64 output tiles of 4x4 in the batch: its
 /// speed over direct was 0.61-0.70x at 16 tiles (batch 1 at 16x16, 8x8 and 4x4 maps), 1.09-1.35x
