@@ -129,8 +129,16 @@ class ReproduceCifar10Test : public TempDirTest {
 };
 
 TEST_F(ReproduceCifar10Test, OneProcessTrainsTheWholeStudyAndWritesTheTable) {
-  const std::string out = path("study");
-  ASSERT_EQ(study(out), 0) << output_;
+  const std::string out = path("study"), page = path("results/cifar10.md");
+  ASSERT_EQ(study(out, "--page " + page), 0) << output_;
+  // --page: the table as a docs/results page, with the date, the machine and the command that
+  // regenerates it (benchmarks/results_page.py).
+  const std::string written = text_of(page);
+  EXPECT_THAT(written, HasSubstr("# The published ResNet18 / CIFAR-10 table and qflow's ("));
+  EXPECT_THAT(written, HasSubstr("- **Machine:** "));
+  EXPECT_THAT(written, HasSubstr("- **Command:** `benchmarks/reproduce-cifar10 --data "));
+  EXPECT_THAT(written, HasSubstr("--page " + page + "`"));
+  for (const std::string& row : kPublishedRows) EXPECT_THAT(written, HasSubstr(row));
   EXPECT_THAT(output_, HasSubstr("global batch 128 = 1 process x 128"));
   EXPECT_THAT(output_, HasSubstr("estimate on this machine with 1 process: float run"));
   EXPECT_THAT(output_, HasSubstr("machines | float run | each QAT run | remaining study"));
