@@ -29,7 +29,7 @@ endforeach()
 
 add_executable(qflow_sanitized_passes_tests ${_sources})
 # -O1: ASan's recommended level, as for the readers. GCC 12 at -O1 with ASan reports
-# -Wmaybe-uninitialized inside libstdc++'s std::regex (quant/src/qconfig_mapping_json.cpp); the
+# -Wmaybe-uninitialized inside libstdc++'s std::regex (quant/src/qconfig/qconfig_mapping_json.cpp); the
 # ordinary build keeps the warning for qflow's own code.
 target_compile_options(qflow_sanitized_passes_tests PRIVATE
   -Wall -Wextra -Wno-maybe-uninitialized -O1 -g -fno-omit-frame-pointer

@@ -47,7 +47,8 @@ foreach(layer core autograd)  # the layers below, as built for the ordinary suit
   target_link_libraries(qflow_sanitized_readers_tests PRIVATE qflow_${layer})
 endforeach()
 target_link_libraries(qflow_sanitized_readers_tests PRIVATE
-  PNG::PNG ZLIB::ZLIB nlohmann_json::nlohmann_json GTest::gtest GTest::gmock GTest::gtest_main)
+  PNG::PNG ZLIB::ZLIB nlohmann_json::nlohmann_json GTest::gtest GTest::gmock GTest::gtest_main
+  qflow_pause_write)  # nn/checkpoint_crash_test.cpp pauses its writer with it (tests/CMakeLists.txt)
 target_compile_definitions(qflow_sanitized_readers_tests PRIVATE QFLOW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
                                                                  QFLOW_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}")
 # The uninstrumented allocator would recycle freed blocks behind ASan's back: caching off.

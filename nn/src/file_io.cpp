@@ -7,12 +7,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <new>
 #include <system_error>
-#include <thread>
 
 #include "qflow/core/error.h"
 
@@ -61,13 +59,6 @@ int write_all(int fd, std::span<const uint8_t> data, uint64_t& written) {
   return 0;
 }
 
-// Test hook (see Note [Interrupted writes]): QFLOW_TEST_PAUSE_IN_WRITE_MS=<ms> makes every
-// atomic write sleep that long once half of its bytes are in the temporary file.
-int pause_in_write_ms() {
-  const char* v = std::getenv("QFLOW_TEST_PAUSE_IN_WRITE_MS");
-  return v == nullptr ? 0 : std::atoi(v);
-}
-
 std::atomic<uint64_t> g_temp_counter{0};
 
 // Note [Interrupted writes]
@@ -78,8 +69,9 @@ std::atomic<uint64_t> g_temp_counter{0};
 // ESRCH). Temporaries of live processes, including this one, are never touched, so
 // concurrent writers in one process or on one host are safe; writers on several hosts
 // sharing one directory are not supported (their pids mean nothing here).
-// QFLOW_TEST_PAUSE_IN_WRITE_MS is a test hook: it widens the window in which a test can kill
-// a writer half-way through.
+// The tests that kill a writer half-way through pause it there from outside, with a library
+// that interposes write(2) (tests/fixtures/pause_write.cpp); the data goes out through
+// write_all's ::write calls, which is what that library relies on.
 int64_t remove_abandoned_temporaries(const std::filesystem::path& dir, const std::string& base) {
   const std::string prefix = "." + base + ".";
   int64_t removed = 0;
@@ -157,16 +149,8 @@ void write_file_atomically(const std::string& path, std::span<const std::span<co
     QFLOW_FAIL("{}: {} '{}' failed after {} of {} bytes: {} (any previous file at that path is unchanged)", op, step,
                path, written, total, errno_text(err));
   };
-  const int pause_ms = pause_in_write_ms();
-  for (std::span<const uint8_t> chunk : chunks) {
-    if (pause_ms > 0 && written < total / 2 && written + chunk.size() >= total / 2) {
-      const size_t first = static_cast<size_t>(total / 2 - written);
-      if (int err = write_all(fd.get(), chunk.first(first), written)) fail("writing", err);
-      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-      chunk = chunk.subspan(first);
-    }
+  for (std::span<const uint8_t> chunk : chunks)
     if (int err = write_all(fd.get(), chunk, written)) fail("writing", err);
-  }
   // A full disk often shows only here: filesystems with delayed allocation accept the
   // write() and fail the flush.
   if (::fsync(fd.get()) != 0) fail("syncing", errno);

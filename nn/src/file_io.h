@@ -15,8 +15,7 @@ std::vector<uint8_t> read_whole_file(const std::string& path, const char* op);
 /// directory, fsync'ed, renamed over `path`, directory fsync'ed. On failure the temporary file
 /// is removed, `path` is untouched, and a qflow::Error names the path, the bytes written of
 /// the total and the errno text. A success also removes the temporaries of `path` that killed
-/// processes left behind; see Note [Interrupted writes] in file_io.cpp (it also documents the
-/// test hook QFLOW_TEST_PAUSE_IN_WRITE_MS).
+/// processes left behind; see Note [Interrupted writes] in file_io.cpp.
 void write_file_atomically(const std::string& path, std::span<const std::span<const uint8_t>> chunks, const char* op);
 
 }  // namespace qflow::nn::detail

@@ -25,6 +25,9 @@ using nn::testing::error_of;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
+// Defined by tests/fixtures/pause_write.cpp, which interposes write(2) to pause a writer.
+extern "C" const int qflow_pause_write_fixture;
+
 namespace {
 
 class CheckpointCrashTest : public ::testing::Test {
@@ -118,12 +121,15 @@ TEST_F(CheckpointCrashTest, WriterKilledMidWriteLeavesTheOldFileAndTheNextSaveRe
   const auto before = read_bytes(p);
   const uint64_t total = to_safetensors_bytes(new_state).size();
 
-  // The test hook: the writer sleeps once half of its bytes are in the temporary file — longer
-  // than the watchdog waits (tests/watchdog.h), so however slowly it gets there, it is still
-  // paused mid-write when seen.
+  // The fixture tests/fixtures/pause_write.cpp (linked into this binary, so the forked writer
+  // has it): the writer sleeps once half of its bytes are in the temporary file — longer than
+  // the watchdog waits (tests/watchdog.h), so however slowly it gets there, it is still paused
+  // mid-write when seen.
+  ASSERT_EQ(qflow_pause_write_fixture, 1);
   const int64_t pause_ms = std::chrono::duration_cast<std::chrono::milliseconds>(testing_util::kHangLimit).count() * 2;
   testing_util::ChildProcess writer([&] {
-    ::setenv("QFLOW_TEST_PAUSE_IN_WRITE_MS", std::to_string(pause_ms).c_str(), 1);
+    ::setenv("QFLOW_PAUSE_WRITE_AT", std::to_string(total / 2).c_str(), 1);
+    ::setenv("QFLOW_PAUSE_WRITE_MS", std::to_string(pause_ms).c_str(), 1);
     save(new_state, p);
     return 0;
   });

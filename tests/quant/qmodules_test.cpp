@@ -170,3 +170,35 @@ TEST(QModulesTest, AreFxLeavesAndTheGraphRunsThem) {
 }
 
 }  // namespace
+
+// The interface the deploy pass, the numeric debugger and the quant meta use instead of
+// switching on the type: each Q module names the float type it replaced, deploys to its D
+// module (whose float_weight() is quantized_weight()), and reports its float weight.
+TEST(QModulesTest, TheQuantModuleInterfaceMatchesEachType) {
+  nn::Conv2d conv({.in = 2, .out = 3, .kernel = 3, .padding = 1});
+  nn::BatchNorm2d bn({.features = 3});
+  nn::Linear linear({.in = 4, .out = 2});
+  const std::vector<std::pair<nn::ModulePtr, Tensor>> cases{
+      {QConv2d::from_float(conv, {}), seq({1, 2, 5, 5}, 0.3, 2.0)},
+      {QConvBN::from_float(conv, bn, {}), seq({1, 2, 5, 5}, 0.3, 2.0)},
+      {QLinear::from_float(linear, {}), seq({3, 4}, 0.2, 1.0)}};
+  const std::vector<std::tuple<std::string, std::string, bool>> want{
+      {"Conv2d", "DConv2d", false}, {"Conv2d", "DConv2d", true}, {"Linear", "DLinear", false}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [module, x] = cases[i];
+    SCOPED_TRACE(module->type_name());
+    (*module)(x);  // the observers record once, so the module can deploy
+    const auto& q = dynamic_cast<const QuantModule&>(*module);
+    EXPECT_EQ(q.float_type(), std::get<0>(want[i]));
+    EXPECT_EQ(q.folds_batchnorm(), std::get<2>(want[i]));
+    EXPECT_FALSE(q.applies_relu());
+    const nn::ModulePtr d = q.deploy();
+    EXPECT_EQ(d->type_name(), std::get<1>(want[i]));
+    quant_test::expect_close(q.quantized_weight(), dynamic_cast<const DeployedModule&>(*d).float_weight(), 0.0);
+  }
+  const auto& qconv = dynamic_cast<const QConv2d&>(*cases[0].first);
+  EXPECT_TRUE(qconv.float_weight().is_same(qconv.weight));
+  const auto& qconvbn = dynamic_cast<const QConvBN&>(*cases[1].first);
+  quant_test::expect_close(qconvbn.float_weight(), qconvbn.fold_running_stats().first, 0.0);
+  EXPECT_TRUE(dynamic_cast<const QuantModule&>(*qconvbn.fused_with_relu()).applies_relu());
+}

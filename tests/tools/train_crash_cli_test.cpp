@@ -52,8 +52,9 @@ class TrainCrashTest : public TempDirTest {
     return a;
   }
 
-  // Starts qflow-train with `a`, output to `log`; `pause_ms` sets the checkpoint-write test
-  // hook, `file_limit` a file-size limit (bytes) with SIGXFSZ ignored, as a full disk.
+  // Starts qflow-train with `a`, output to `log`; `pause_ms` preloads the fixture
+  // tests/fixtures/pause_write.cpp, which pauses every checkpoint write that long part-way
+  // through, `file_limit` a file-size limit (bytes) with SIGXFSZ ignored, as a full disk.
   static pid_t spawn(const std::vector<std::string>& a, const std::string& log, int pause_ms = 0, rlim_t file_limit = 0) {
     // Truncated here, not in the child: a kill that lands before the child runs must not leave
     // the previous segment's output in the log.
@@ -65,7 +66,17 @@ class TrainCrashTest : public TempDirTest {
     }
     ::dup2(fd, 1);
     ::dup2(fd, 2);
-    if (pause_ms > 0) ::setenv("QFLOW_TEST_PAUSE_IN_WRITE_MS", std::to_string(pause_ms).c_str(), 1);
+    if (pause_ms > 0) {
+      // Inside the tensor data of every file qflow-train saves for LeNet5 (0.25 MB and more).
+      ::setenv("QFLOW_PAUSE_WRITE_AT", "65536", 1);
+      ::setenv("QFLOW_PAUSE_WRITE_MS", std::to_string(pause_ms).c_str(), 1);
+      ::setenv("LD_PRELOAD", QFLOW_PAUSE_WRITE_LIBRARY, 1);
+      // A GCC ASan build (tools/run-tests --sanitize) loads its runtime as a shared library and
+      // refuses to start when a preloaded library comes before it; the fixture only defines write.
+      const char* asan = std::getenv("ASAN_OPTIONS");
+      const std::string options = asan != nullptr && *asan != '\0' ? std::string(asan) + ":" : std::string();
+      ::setenv("ASAN_OPTIONS", (options + "verify_asan_link_order=0").c_str(), 1);
+    }
     if (file_limit > 0) {
       std::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing
       struct rlimit limit {};
@@ -147,7 +158,7 @@ TEST_F(TrainCrashTest, TwentySigkillsAtRandomMomentsAndMidWriteThenResumeEndBitI
   std::cout << "kill test seed " << seed << " (rerun with QFLOW_KILL_TEST_SEED=" << seed << ")\n";
   RecordProperty("seed", std::to_string(seed));
   std::mt19937_64 rng(seed);
-  // 7 of the 20 kills wait for a checkpoint write (the test hook pauses it half-way), the
+  // 7 of the 20 kills wait for a checkpoint write (the fixture pauses it part-way), the
   // others come after a random delay of up to a quarter of the straight run, which lands in
   // start-up, training steps, checkpoint writes, evaluation or log writes.
   std::vector<bool> mid_write(20, false);

@@ -66,7 +66,27 @@ namespace qflow::quant {
 /// grid, or float32 when no grid reproduces it (the source was not quantized).
 enum class WeightStorage { Integers, Float };
 
-class DConv2d : public nn::Cloneable<DConv2d> {
+/// What DConv2d and DLinear share, for the callers that handle any deployed layer (set_integer,
+/// float_layers, the quant meta, the numeric debugger, fuse_integer_layers) without switching
+/// on its type.
+class DeployedModule {
+ public:
+  virtual ~DeployedModule() = default;
+  virtual const QConfig& qconfig() const = 0;
+  /// Runs the integer kernel (true, the default) or the float simulation (false).
+  virtual void set_integer(bool on) = 0;
+  virtual bool integer() const = 0;
+  /// Why this layer cannot run in integers ("" when it can).
+  virtual std::string integer_unsupported() const = 0;
+  /// True when forward runs the integer kernel: integer() and nothing unsupported.
+  bool runs_integer() const { return integer() && integer_unsupported().empty(); }
+  /// (q - weight_zero_point) * weight_scale: the float weight the integers stand for.
+  virtual const Tensor& float_weight() const = 0;
+  /// Its weight, bias and grids (Note [Deployed module layout]).
+  virtual detail::DeployedTensors tensors() const = 0;
+};
+
+class DConv2d : public nn::Cloneable<DConv2d>, public DeployedModule {
  public:
   /// An empty deployable conv (integer weights 0, or float ones as nn::Conv2d initialises
   /// them; all scales 0); the factories fill it.
@@ -86,15 +106,13 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   TensorList forward_list(const TensorList& inputs) override;
   std::string extra_repr() const override;
   const nn::Conv2dOptions& options() const { return options_; }
-  const QConfig& qconfig() const { return qconfig_; }
+  const QConfig& qconfig() const override { return qconfig_; }
   /// Runs the integer convolution (true, the default) or the float simulation (false).
-  void set_integer(bool on) { integer_ = on; }
-  bool integer() const { return integer_; }
-  /// True when forward runs the integer kernel: integer() and nothing unsupported.
-  bool runs_integer() const { return integer_ && integer_unsupported().empty(); }
+  void set_integer(bool on) override { integer_ = on; }
+  bool integer() const override { return integer_; }
   /// Why this layer cannot run in integers ("" when it can): more than 8 bits, a weight zero
   /// point other than 0, a zero scale, padding="same".
-  std::string integer_unsupported() const;
+  std::string integer_unsupported() const override;
   /// Writes, in integers, the quantized input of the layer whose input qparams `grid` holds
   /// (Note [Integer activations]); std::nullopt writes float32 again.
   void requantize_output(std::optional<detail::OutputGrid> grid) { output_grid_ = std::move(grid); }
@@ -111,14 +129,14 @@ class DConv2d : public nn::Cloneable<DConv2d> {
 
   /// (q - weight_zero_point) * weight_scale: the float weight the integers stand for, which
   /// the float simulation computes with (`weight` itself when it is stored in float).
-  const Tensor& float_weight() const;
+  const Tensor& float_weight() const override;
+  detail::DeployedTensors tensors() const override;
 
   Tensor weight, bias;  // weight: the grid integers (Note [Deployed module layout])
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
   Tensor run(const Tensor& x, const Tensor& residual);
-  detail::DeployedTensors tensors() const;
 
   nn::Conv2dOptions options_;
   QConfig qconfig_;
@@ -131,7 +149,7 @@ class DConv2d : public nn::Cloneable<DConv2d> {
   detail::IntegerFormCache integer_form_;
 };
 
-class DLinear : public nn::Cloneable<DLinear> {
+class DLinear : public nn::Cloneable<DLinear>, public DeployedModule {
  public:
   explicit DLinear(nn::LinearOptions options, QConfig qconfig = {}, WeightStorage storage = WeightStorage::Integers);
   /// The weight fake-quantized with the weight observer's statistics, the input qparams from
@@ -143,21 +161,20 @@ class DLinear : public nn::Cloneable<DLinear> {
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   const nn::LinearOptions& options() const { return options_; }
-  const QConfig& qconfig() const { return qconfig_; }
+  const QConfig& qconfig() const override { return qconfig_; }
   /// As DConv2d's.
-  void set_integer(bool on) { integer_ = on; }
-  bool integer() const { return integer_; }
-  bool runs_integer() const { return integer_ && integer_unsupported().empty(); }
-  std::string integer_unsupported() const;
+  void set_integer(bool on) override { integer_ = on; }
+  bool integer() const override { return integer_; }
+  std::string integer_unsupported() const override;
 
   /// As DConv2d's.
-  const Tensor& float_weight() const;
+  const Tensor& float_weight() const override;
+  detail::DeployedTensors tensors() const override;
 
   Tensor weight, bias;  // weight: the grid integers (Note [Deployed module layout])
   Tensor input_scale, input_zero_point, weight_scale, weight_zero_point;
 
  private:
-  detail::DeployedTensors tensors() const;
 
   nn::LinearOptions options_;
   QConfig qconfig_;

@@ -17,6 +17,11 @@ class QConv2d : public nn::Cloneable<QConv2d>, public QuantModule {
   std::string extra_repr() const override;
   const nn::Conv2dOptions& options() const { return options_; }
 
+  const char* float_type() const override { return "Conv2d"; }
+  Tensor float_weight() const override { return weight; }
+  nn::ModulePtr deploy() const override;
+  Tensor quantized_weight() const override;
+
   Tensor weight;
   Tensor bias;
 

@@ -70,9 +70,16 @@ class QConvBN : public nn::Cloneable<QConvBN>, public QuantModule {
   /// pass puts the ReLU back after its DConv2d.
   nn::ModulePtr fused_with_relu() const override;
   /// True for the fused_with_relu() form.
-  bool applies_relu() const { return applies_relu_; }
+  bool applies_relu() const override { return applies_relu_; }
   const nn::Conv2dOptions& conv_options() const { return conv_options_; }
   const nn::BatchNormOptions& bn_options() const { return bn_options_; }
+
+  const char* float_type() const override { return "Conv2d"; }
+  bool folds_batchnorm() const override { return true; }
+  /// The BN-folded weight (fold_running_stats().first): what the deployed conv computes with.
+  Tensor float_weight() const override { return fold_running_stats().first; }
+  nn::ModulePtr deploy() const override;
+  Tensor quantized_weight() const override;
 
   Tensor weight;
   Tensor bias;

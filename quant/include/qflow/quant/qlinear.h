@@ -17,6 +17,11 @@ class QLinear : public nn::Cloneable<QLinear>, public QuantModule {
   std::string extra_repr() const override;
   const nn::LinearOptions& options() const { return options_; }
 
+  const char* float_type() const override { return "Linear"; }
+  Tensor float_weight() const override { return weight; }
+  nn::ModulePtr deploy() const override;
+  Tensor quantized_weight() const override;
+
   Tensor weight;
   Tensor bias;
 

@@ -28,6 +28,26 @@ namespace qflow::quant {
 class QuantModule {
  public:
   virtual ~QuantModule() = default;
+
+  // What the deploy pass, the numeric debugger's weight comparison and the quant meta need of
+  // any Q module, so that none of them switches on its type.
+  /// The float module type it replaces (and the mapping resolves it as): "Conv2d" or "Linear".
+  virtual const char* float_type() const = 0;
+  /// Whether it holds a BatchNorm (child "bn") that its deployed form folds: QConvBN.
+  virtual bool folds_batchnorm() const { return false; }
+  /// Whether it applies a ReLU to its output itself (QConvBN::fused_with_relu()); its deployed
+  /// form does not, so the deploy pass puts a relu after it.
+  virtual bool applies_relu() const { return false; }
+  /// The float weight it computes with before fake quantization, without autograd history
+  /// where it is computed (QConvBN: folded with the running statistics).
+  virtual Tensor float_weight() const = 0;
+  /// Its deployable form, a DConv2d or DLinear (Note [Deployed module layout]); this module is
+  /// left untouched.
+  virtual nn::ModulePtr deploy() const = 0;
+  /// The weight the deployed form computes with: float_weight() fake-quantized exactly as the
+  /// eval forward does (DConv2d/DLinear::float_weight() of deploy()).
+  virtual Tensor quantized_weight() const = 0;
+
   const QConfig& qconfig() const { return qconfig_; }
   /// Switches fake quantization of input and weight on or off (on by default).
   void enable_fake_quant(bool on = true) { fake_quant_ = on; }

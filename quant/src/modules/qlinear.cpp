@@ -2,6 +2,7 @@
 
 #include "float_counterpart.h"
 #include "qflow/nn/functional.h"
+#include "qflow/quant/deploy.h"
 
 namespace qflow::quant {
 
@@ -25,5 +26,9 @@ std::string QLinear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}{}", options_.in, options_.out,
                      options_.bias ? "True" : "False", qconfig_repr());
 }
+
+// See QConv2d::deploy (Note [Deployed module layout]).
+nn::ModulePtr QLinear::deploy() const { return DLinear::from_qlinear(*this); }
+Tensor QLinear::quantized_weight() const { return DLinear::from_qlinear(*this)->float_weight(); }
 
 }  // namespace qflow::quant

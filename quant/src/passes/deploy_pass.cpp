@@ -8,21 +8,6 @@
 namespace qflow::quant {
 namespace {
 
-// The float module type a Q module must replace, and its deployable form.
-struct Deployed {
-  const char* float_type;
-  const char* from;
-  nn::ModulePtr module;
-  bool folds_bn;
-};
-
-Deployed deploy_module(const nn::Module& m) {
-  if (const auto* q = dynamic_cast<const QConvBN*>(&m)) return {"Conv2d", "QConvBN", DConv2d::from_qconvbn(*q), true};
-  if (const auto* q = dynamic_cast<const QConv2d*>(&m)) return {"Conv2d", "QConv2d", DConv2d::from_qconv2d(*q), false};
-  if (const auto* q = dynamic_cast<const QLinear*>(&m)) return {"Linear", "QLinear", DLinear::from_qlinear(*q), false};
-  return {nullptr, nullptr, nullptr, false};
-}
-
 // qat_gm must have been made from float_gm with `mapping`: the Q module at `path` replaced a
 // float module of the expected type there, with the QConfig the mapping resolves for it.
 void check_origin(const fx::GraphModule& float_gm, const fx::Node& node, const QuantModule& q, const char* q_type,
@@ -76,15 +61,17 @@ std::shared_ptr<fx::GraphModule> dequantization_aware_training(const fx::GraphMo
       }
       continue;
     }
-    Deployed d = deploy_module(*m);
-    QFLOW_ASSERT(d.module != nullptr, "a QuantModule that is not QConvBN, QConv2d or QLinear: {}", m->type_name());
-    check_origin(float_gm, *n, *q, d.from, d.float_type, mapping);
-    if (!built.count(path)) built.emplace(path, d.module);
+    const std::string from = m->type_name();
+    // Built before the origin check, as the deploy factories' own errors (an observer that
+    // never recorded) come first; a module shared by several calls keeps its first form.
+    const nn::ModulePtr deployed = q->deploy();
+    check_origin(float_gm, *n, *q, from.c_str(), q->float_type(), mapping);
+    if (!built.count(path)) built.emplace(path, deployed);
     const std::string to = built.at(path)->type_name();
-    s.replaced.push_back({n->name(), path, d.from, to, d.folds_bn ? path + ".bn" : "", q->qconfig()});
+    s.replaced.push_back({n->name(), path, from, to, q->folds_batchnorm() ? path + ".bn" : "", q->qconfig()});
     ++s.counts[to];
-    if (d.folds_bn) ++s.batchnorm_folded;
-    if (const auto* qcb = dynamic_cast<const QConvBN*>(m.get()); qcb && qcb->applies_relu()) relu_after.push_back(n);
+    if (q->folds_batchnorm()) ++s.batchnorm_folded;
+    if (q->applies_relu()) relu_after.push_back(n);
   }
   // A QConvBN fused with its ReLU (fx::fuse_activations) deploys as DConv2d → relu, the float
   // graph's shape again (what the ONNX export and the int8 path expect).

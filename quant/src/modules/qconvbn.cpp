@@ -7,6 +7,7 @@
 #include "qflow/core/ops.h"
 #include "float_counterpart.h"
 #include "qflow/nn/functional.h"
+#include "qflow/quant/deploy.h"
 
 namespace qflow::quant {
 namespace {
@@ -119,5 +120,9 @@ std::string QConvBN::extra_repr() const {
   if (applies_relu_) s += ", relu=True";
   return s;
 }
+
+// See QConv2d::deploy: the DConv2d holds the BN-folded weight, fake-quantized.
+nn::ModulePtr QConvBN::deploy() const { return DConv2d::from_qconvbn(*this); }
+Tensor QConvBN::quantized_weight() const { return DConv2d::from_qconvbn(*this)->float_weight(); }
 
 }  // namespace qflow::quant

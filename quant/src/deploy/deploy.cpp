@@ -244,10 +244,8 @@ std::string DLinear::extra_repr() const {
 
 size_t set_integer(nn::Module& model, bool on) {
   size_t n = 0;
-  for (const auto& [path, m] : model.named_modules()) {
-    if (auto* c = dynamic_cast<DConv2d*>(m.get())) c->set_integer(on), ++n;
-    if (auto* l = dynamic_cast<DLinear*>(m.get())) l->set_integer(on), ++n;
-  }
+  for (const auto& [path, m] : model.named_modules())
+    if (auto* d = dynamic_cast<DeployedModule*>(m.get())) d->set_integer(on), ++n;
   return n;
 }
 
@@ -258,8 +256,7 @@ std::vector<std::string> float_layers(nn::Module& model) {
     else if (!why.empty()) out.push_back(path + ": " + why);
   };
   for (const auto& [path, m] : model.named_modules()) {
-    if (const auto* c = dynamic_cast<const DConv2d*>(m.get())) note(path, c->integer(), c->integer_unsupported());
-    if (const auto* l = dynamic_cast<const DLinear*>(m.get())) note(path, l->integer(), l->integer_unsupported());
+    if (const auto* d = dynamic_cast<const DeployedModule*>(m.get())) note(path, d->integer(), d->integer_unsupported());
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include "float_counterpart.h"
 #include "qflow/nn/functional.h"
+#include "qflow/quant/deploy.h"
 
 namespace qflow::quant {
 
@@ -27,5 +28,10 @@ Tensor QConv2d::forward(const Tensor& x) {
 }
 
 std::string QConv2d::extra_repr() const { return detail::conv_repr(options_) + qconfig_repr(); }
+
+// The deploy factory fake-quantizes the weight exactly as the eval forward does (Note
+// [Deployed module layout]), so its float_weight() is the weight this layer computes with.
+nn::ModulePtr QConv2d::deploy() const { return DConv2d::from_qconv2d(*this); }
+Tensor QConv2d::quantized_weight() const { return DConv2d::from_qconv2d(*this)->float_weight(); }
 
 }  // namespace qflow::quant

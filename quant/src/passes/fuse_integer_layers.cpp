@@ -89,10 +89,10 @@ bool requantize_for_successor(fx::GraphModule& gm, fx::Node* n) {
   if (user->args().size() == 2 && user->args()[1].node() == n) return false;
   const nn::ModulePtr next = gm.get_submodule(user->target());
   std::optional<detail::OutputGrid> grid;
-  if (auto c = std::dynamic_pointer_cast<DConv2d>(next); c && c->runs_integer())
-    grid = detail::OutputGrid{c->input_scale, c->input_zero_point, c->qconfig().activations()};
-  if (auto l = std::dynamic_pointer_cast<DLinear>(next); l && l->runs_integer())
-    grid = detail::OutputGrid{l->input_scale, l->input_zero_point, l->qconfig().activations()};
+  if (const auto* d = dynamic_cast<const DeployedModule*>(next.get()); d && d->runs_integer()) {
+    const detail::DeployedTensors t = d->tensors();
+    grid = detail::OutputGrid{t.input_scale, t.input_zero_point, d->qconfig().activations()};
+  }
   if (!grid) return false;
   conv->requantize_output(grid);
   for (TensorMeta& m : n->meta().outputs) m.dtype = detail::input_integer_type(grid->qconfig);

@@ -1,5 +1,6 @@
 #pragma once
-// What the quantization passes (qat_pass.cpp, deploy_pass.cpp, ptq.cpp) share.
+// What the quantization passes (qat_pass.cpp, deploy_pass.cpp, ptq.cpp) share; defined in
+// pass_util.cpp.
 #include <map>
 #include <memory>
 #include <string>

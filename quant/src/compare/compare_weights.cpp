@@ -7,13 +7,8 @@
 namespace qflow::quant::detail {
 
 Tensor quantized_weight(const nn::Module& layer) {
-  // The deploy factories fake-quantize the weight exactly as the Q module's eval forward does
-  // (Note [Deployed module layout]), so their float_weight() is that weight.
-  if (const auto* q = dynamic_cast<const QConvBN*>(&layer)) return DConv2d::from_qconvbn(*q)->float_weight();
-  if (const auto* q = dynamic_cast<const QConv2d*>(&layer)) return DConv2d::from_qconv2d(*q)->float_weight();
-  if (const auto* q = dynamic_cast<const QLinear*>(&layer)) return DLinear::from_qlinear(*q)->float_weight();
-  if (const auto* d = dynamic_cast<const DConv2d*>(&layer)) return d->float_weight();
-  if (const auto* d = dynamic_cast<const DLinear*>(&layer)) return d->float_weight();
+  if (const auto* q = dynamic_cast<const QuantModule*>(&layer)) return q->quantized_weight();
+  if (const auto* d = dynamic_cast<const DeployedModule*>(&layer)) return d->float_weight();
   return {};
 }
 
@@ -24,11 +19,8 @@ namespace {
 Tensor float_weight_of(const nn::Module& m) {
   if (const auto* c = dynamic_cast<const nn::Conv2d*>(&m)) return c->weight;
   if (const auto* l = dynamic_cast<const nn::Linear*>(&m)) return l->weight;
-  if (const auto* q = dynamic_cast<const QConvBN*>(&m)) return q->fold_running_stats().first;
-  if (const auto* q = dynamic_cast<const QConv2d*>(&m)) return q->weight;
-  if (const auto* q = dynamic_cast<const QLinear*>(&m)) return q->weight;
-  if (const auto* d = dynamic_cast<const DConv2d*>(&m)) return d->float_weight();
-  if (const auto* d = dynamic_cast<const DLinear*>(&m)) return d->float_weight();
+  if (const auto* q = dynamic_cast<const QuantModule*>(&m)) return q->float_weight();
+  if (const auto* d = dynamic_cast<const DeployedModule*>(&m)) return d->float_weight();
   return {};
 }
 

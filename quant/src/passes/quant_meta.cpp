@@ -47,8 +47,7 @@ void set_scales(fx::NodeMeta& meta, const QConfig& qc, const Tensor& input_scale
 
 // Which kernel a deployed layer runs: quant.kernel, and for the picture a caption with the
 // reason a layer stays in float and a fill colour per kernel (Note [Quant node meta]).
-template <class D>
-void set_kernel(fx::NodeMeta& meta, const D& d) {
+void set_kernel(fx::NodeMeta& meta, const DeployedModule& d) {
   const bool int8 = d.runs_integer();
   meta.set("quant.kernel", std::string(int8 ? "int8" : "float"));
   const std::string why = d.integer() ? d.integer_unsupported() : "integer=False";
@@ -68,15 +67,10 @@ bool annotate(fx::NodeMeta& meta, const nn::Module& m) {
     }
     return true;
   }
-  if (const auto* d = dynamic_cast<const DConv2d*>(&m)) {
+  if (const auto* d = dynamic_cast<const DeployedModule*>(&m)) {
+    const detail::DeployedTensors t = d->tensors();
     set_config(meta, d->qconfig());
-    set_scales(meta, d->qconfig(), d->input_scale, d->input_zero_point, d->weight_scale);
-    set_kernel(meta, *d);
-    return true;
-  }
-  if (const auto* d = dynamic_cast<const DLinear*>(&m)) {
-    set_config(meta, d->qconfig());
-    set_scales(meta, d->qconfig(), d->input_scale, d->input_zero_point, d->weight_scale);
+    set_scales(meta, d->qconfig(), t.input_scale, t.input_zero_point, t.weight_scale);
     set_kernel(meta, *d);
     return true;
   }
