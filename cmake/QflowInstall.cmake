@@ -32,6 +32,7 @@ foreach(layer IN LISTS QFLOW_LAYERS)
   target_link_libraries(qflow PRIVATE qflow_${layer})
 endforeach()
 target_include_directories(qflow PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                        $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>
                                         $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 # What the public headers need: fmt (qflow/core/error.h), OpenMP (qflow/core/parallel.h), C++20.
 target_link_libraries(qflow PUBLIC fmt::fmt OpenMP::OpenMP_CXX)
@@ -51,6 +52,8 @@ foreach(dir IN LISTS QFLOW_LAYERS)
   endif()
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The typed functions tools/gen-ops writes (Note [One declaration per op]).
+install(DIRECTORY ${QFLOW_GENERATED_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} OPTIONAL)
 
 set(_qflow_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/qflow)
 install(EXPORT qflowTargets NAMESPACE qflow:: DESTINATION ${_qflow_cmake_dir})

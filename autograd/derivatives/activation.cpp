@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/activation.cpp: hardtanh, relu6, hardswish, leaky_relu, each
+// Derivatives of core/kernels/activation.cpp: hardtanh, relu6, hardswish, leaky_relu, silu, each
 // through its backward op on the saved input.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"
@@ -19,6 +19,9 @@ TensorList hardswish_rule(const BackwardContext& ctx, const TensorList& g) {
 TensorList leaky_relu_rule(const BackwardContext& ctx, const TensorList& g) {
   return {leaky_relu_backward(g[0], ctx.input("self"), ctx.arg("negative_slope").to_double())};
 }
+TensorList silu_rule(const BackwardContext& ctx, const TensorList& g) {
+  return {silu_backward(g[0], ctx.input("self"))};
+}
 
 }  // namespace
 
@@ -27,7 +30,9 @@ QFLOW_REGISTER_DERIVATIVES(activation) {
   registry.def("relu6", {.node_name = "HardtanhBackward", .save_inputs = kSaveAll, .backward = relu6_rule});
   registry.def("hardswish", {.node_name = "HardswishBackward", .save_inputs = kSaveAll, .backward = hardswish_rule});
   registry.def("leaky_relu", {.node_name = "LeakyReluBackward", .save_inputs = kSaveAll, .backward = leaky_relu_rule});
-  registry.no_derivative({"hardtanh_backward", "hardswish_backward", "leaky_relu_backward", "threshold_backward"},
+  registry.def("silu", {.node_name = "SiluBackward", .save_inputs = kSaveAll, .backward = silu_rule});
+  registry.no_derivative({"hardtanh_backward", "hardswish_backward", "leaky_relu_backward", "silu_backward",
+                          "threshold_backward"},
                          kNoDoubleBackward);
 }
 

@@ -1,5 +1,8 @@
-// Piecewise activations: hardtanh, relu6, hardswish, leaky_relu and their backward ops.
-// Element-wise over any layout (loops.h); float32 and float64.
+// Activations: hardtanh, relu6, hardswish, leaky_relu, silu and their backward ops.
+// Element-wise over any layout (loops.h); float32 and float64. Declared in core/ops/activation.toml
+// (Note [One declaration per op]): these are their kernels and shape rules, found by name.
+#include <cmath>
+
 #include "kernel_utils.h"
 #include "loops.h"
 #include "qflow/core/dispatch.h"
@@ -45,11 +48,21 @@ Stack backward_kernel(const OpArgs& a, std::string_view op, const MakeF& make_f)
 
 template <typename T> T clip(T v, T lo, T hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+// 1 / (1 + e^-x) without overflow: e = e^-|x| <= 1 (sigmoid's form in unary.cpp, and the
+// GPU's in cuda/kernels/pointwise.cu).
+template <typename T> T stable_sigmoid(T v) {
+  const T e = std::exp(-std::abs(v));
+  return v >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
+}
+
+}  // namespace
+
 std::vector<TensorMeta> hardtanh_meta(const OpArgs& a) { return floating_self_meta(a, "hardtanh"); }
 std::vector<TensorMeta> relu6_meta(const OpArgs& a) { return floating_self_meta(a, "relu6"); }
 std::vector<TensorMeta> hardswish_meta(const OpArgs& a) { return floating_self_meta(a, "hardswish"); }
 std::vector<TensorMeta> leaky_relu_meta(const OpArgs& a) { return floating_self_meta(a, "leaky_relu"); }
-std::vector<TensorMeta> grad_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
+std::vector<TensorMeta> silu_meta(const OpArgs& a) { return floating_self_meta(a, "silu"); }
+std::vector<TensorMeta> activation_grad_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
 
 Stack hardtanh_kernel(OpArgs& a) {
   QFLOW_CHECK(a.to_double("min_val") <= a.to_double("max_val"),
@@ -85,6 +98,13 @@ Stack leaky_relu_kernel(OpArgs& a) {
   });
 }
 
+Stack silu_kernel(OpArgs& a) {
+  return unary_kernel(a, "silu", [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return v * stable_sigmoid(v); };
+  });
+}
+
 // The gradient flows only strictly inside (min_val, max_val), as in PyTorch (so relu6 has
 // zero gradient at exactly 0 and 6).
 Stack hardtanh_backward_kernel(OpArgs& a) {
@@ -111,51 +131,16 @@ Stack leaky_relu_backward_kernel(OpArgs& a) {
   });
 }
 
-}  // namespace
+// d silu / dx = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x) (PyTorch's form).
+Stack silu_backward_kernel(OpArgs& a) {
+  return backward_kernel(a, "silu_backward", [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T g, T v) {
+      const T s = stable_sigmoid(v);
+      return g * s * (T(1) + v * (T(1) - s));
+    };
+  });
+}
+
 }  // namespace kernels
-
-QFLOW_REGISTER_OPS(activation) {
-  using namespace kernels;
-  registry.def("hardtanh(Tensor self, float min_val=-1, float max_val=1) -> Tensor", hardtanh_meta, hardtanh_kernel);
-  registry.def("relu6(Tensor self) -> Tensor", relu6_meta, relu6_kernel);
-  registry.def("hardswish(Tensor self) -> Tensor", hardswish_meta, hardswish_kernel);
-  registry.def("leaky_relu(Tensor self, float negative_slope=0.01) -> Tensor", leaky_relu_meta, leaky_relu_kernel);
-  registry.def("hardtanh_backward(Tensor grad_output, Tensor self, float min_val, float max_val) -> Tensor", grad_meta,
-               hardtanh_backward_kernel);
-  registry.def("hardswish_backward(Tensor grad_output, Tensor self) -> Tensor", grad_meta, hardswish_backward_kernel);
-  registry.def("leaky_relu_backward(Tensor grad_output, Tensor self, float negative_slope) -> Tensor", grad_meta,
-               leaky_relu_backward_kernel);
-}
-
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
-  QFLOW_OP_HANDLE("hardtanh");
-  return call_tensor(op, {{"self", x}, {"min_val", min_val}, {"max_val", max_val}});
-}
-Tensor relu6(const Tensor& x) {
-  QFLOW_OP_HANDLE("relu6");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor hardswish(const Tensor& x) {
-  QFLOW_OP_HANDLE("hardswish");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  QFLOW_OP_HANDLE("leaky_relu");
-  return call_tensor(op, {{"self", x}, {"negative_slope", negative_slope}});
-}
-Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, double min_val, double max_val) {
-  QFLOW_OP_HANDLE("hardtanh_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"min_val", min_val}, {"max_val", max_val}});
-}
-Tensor hardswish_backward(const Tensor& grad_output, const Tensor& self) {
-  QFLOW_OP_HANDLE("hardswish_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}});
-}
-Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self, double negative_slope) {
-  QFLOW_OP_HANDLE("leaky_relu_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"negative_slope", negative_slope}});
-}
-
 }  // namespace qflow

@@ -50,6 +50,13 @@ __device__ __forceinline__ T clip(T v, T lo, T hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
+// Stable: e = exp(-|x|) <= 1; 1/(1+e) for x >= 0, e/(1+e) below (unary.cpp, activation.cpp).
+template <typename T>
+__device__ __forceinline__ T stable_sigmoid(T x) {
+  const T ex = d_exp(-d_abs(x));
+  return x >= T(0) ? T(1) / (T(1) + ex) : ex / (T(1) + ex);
+}
+
 // Integer power by repeated squaring, wrapping like PyTorch (binary_math.cpp's int_pow).
 template <typename T>
 __device__ __forceinline__ T int_pow(T x, int64_t e) {
@@ -108,9 +115,7 @@ struct UnaryFn {
     } else if constexpr (K == UnaryOp::Rsqrt) {
       return T(1) / d_sqrt(x);  // correctly rounded sqrt, then 1/y: the CPU's result
     } else if constexpr (K == UnaryOp::Sigmoid) {
-      // Stable: e = exp(-|x|) <= 1; 1/(1+e) for x >= 0, e/(1+e) below (unary.cpp).
-      const T ex = d_exp(-d_abs(x));
-      return x >= T(0) ? T(1) / (T(1) + ex) : ex / (T(1) + ex);
+      return stable_sigmoid(x);
     } else if constexpr (K == UnaryOp::Tanh) {
       return d_tanh(x);
     } else if constexpr (K == UnaryOp::Relu) {
@@ -126,6 +131,8 @@ struct UnaryFn {
       return x * clip(x + T(3), T(0), T(6)) / T(6);
     } else if constexpr (K == UnaryOp::LeakyRelu) {
       return x > T(0) ? x : x * p0;
+    } else if constexpr (K == UnaryOp::Silu) {
+      return x * stable_sigmoid(x);  // activation.cpp's arithmetic
     } else if constexpr (K == UnaryOp::AddScalar) {
       if constexpr (kBool<T>) return x || p0;
       else return static_cast<T>(x + p0);
@@ -168,7 +175,7 @@ template <UnaryOp K>
 constexpr int unary_types() {  // 0: all, 1: all but bool, 2: floating
   switch (K) {
     case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Sigmoid:
-    case UnaryOp::Tanh: case UnaryOp::Hardtanh: case UnaryOp::Relu6: case UnaryOp::Hardswish:
+    case UnaryOp::Tanh: case UnaryOp::Hardtanh: case UnaryOp::Relu6: case UnaryOp::Hardswish: case UnaryOp::Silu:
     case UnaryOp::LeakyRelu:
       return 2;
     case UnaryOp::Relu: case UnaryOp::SubScalar: case UnaryOp::DivScalar: case UnaryOp::RSubScalar:
@@ -250,6 +257,9 @@ struct BinaryFn {
       return (b > p0 && b < p1) ? a : T(0);
     } else if constexpr (K == BinaryOp::HardswishBackward) {
       return b < T(-3) ? T(0) : (b <= T(3) ? a * (b / T(3) + T(0.5)) : a);
+    } else if constexpr (K == BinaryOp::SiluBackward) {
+      const T sig = stable_sigmoid(b);
+      return a * sig * (T(1) + b * (T(1) - sig));
     } else {  // LeakyReluBackward
       return b > T(0) ? a : a * p0;
     }
@@ -260,7 +270,7 @@ template <BinaryOp K>
 constexpr int binary_types() {
   switch (K) {
     case BinaryOp::Div: case BinaryOp::AddRelu: case BinaryOp::ThresholdBackward: case BinaryOp::HardtanhBackward:
-    case BinaryOp::HardswishBackward: case BinaryOp::LeakyReluBackward:
+    case BinaryOp::HardswishBackward: case BinaryOp::LeakyReluBackward: case BinaryOp::SiluBackward:
       return 2;
     case BinaryOp::Sub:
       return 1;
@@ -491,7 +501,7 @@ bool unary_supports(UnaryOp op, ScalarType dtype) {
     QFLOW_UNARY_CASE(Neg) QFLOW_UNARY_CASE(Abs) QFLOW_UNARY_CASE(Sign) QFLOW_UNARY_CASE(Round)
     QFLOW_UNARY_CASE(Floor) QFLOW_UNARY_CASE(Exp) QFLOW_UNARY_CASE(Log) QFLOW_UNARY_CASE(Sqrt)
     QFLOW_UNARY_CASE(Rsqrt) QFLOW_UNARY_CASE(Sigmoid) QFLOW_UNARY_CASE(Tanh) QFLOW_UNARY_CASE(Relu)
-    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish)
+    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish) QFLOW_UNARY_CASE(Silu)
     QFLOW_UNARY_CASE(LeakyRelu) QFLOW_UNARY_CASE(AddScalar) QFLOW_UNARY_CASE(SubScalar)
     QFLOW_UNARY_CASE(MulScalar) QFLOW_UNARY_CASE(DivScalar) QFLOW_UNARY_CASE(RSubScalar)
     QFLOW_UNARY_CASE(RDivScalar) QFLOW_UNARY_CASE(PowScalar)
@@ -506,7 +516,7 @@ bool binary_supports(BinaryOp op, ScalarType dtype) {
   case BinaryOp::K: return type_in(binary_types<BinaryOp::K>(), dtype);
     QFLOW_BINARY_CASE(Add) QFLOW_BINARY_CASE(Sub) QFLOW_BINARY_CASE(Mul) QFLOW_BINARY_CASE(Div)
     QFLOW_BINARY_CASE(AddRelu) QFLOW_BINARY_CASE(Pow) QFLOW_BINARY_CASE(Minimum) QFLOW_BINARY_CASE(Maximum)
-    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward)
+    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward) QFLOW_BINARY_CASE(SiluBackward)
     QFLOW_BINARY_CASE(LeakyReluBackward)
 #undef QFLOW_BINARY_CASE
   }
@@ -521,7 +531,7 @@ void launch_unary(UnaryOp op, ScalarType dtype, const StridedGeometry& g, void* 
     QFLOW_UNARY_CASE(Neg) QFLOW_UNARY_CASE(Abs) QFLOW_UNARY_CASE(Sign) QFLOW_UNARY_CASE(Round)
     QFLOW_UNARY_CASE(Floor) QFLOW_UNARY_CASE(Exp) QFLOW_UNARY_CASE(Log) QFLOW_UNARY_CASE(Sqrt)
     QFLOW_UNARY_CASE(Rsqrt) QFLOW_UNARY_CASE(Sigmoid) QFLOW_UNARY_CASE(Tanh) QFLOW_UNARY_CASE(Relu)
-    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish)
+    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish) QFLOW_UNARY_CASE(Silu)
     QFLOW_UNARY_CASE(LeakyRelu) QFLOW_UNARY_CASE(AddScalar) QFLOW_UNARY_CASE(SubScalar)
     QFLOW_UNARY_CASE(MulScalar) QFLOW_UNARY_CASE(DivScalar) QFLOW_UNARY_CASE(RSubScalar)
     QFLOW_UNARY_CASE(RDivScalar) QFLOW_UNARY_CASE(PowScalar)
@@ -536,7 +546,7 @@ void launch_binary(BinaryOp op, ScalarType dtype, const StridedGeometry& g, void
   case BinaryOp::K: run_binary<BinaryOp::K>(dtype, g, out, a, b, p0, p1, stream); break;
     QFLOW_BINARY_CASE(Add) QFLOW_BINARY_CASE(Sub) QFLOW_BINARY_CASE(Mul) QFLOW_BINARY_CASE(Div)
     QFLOW_BINARY_CASE(AddRelu) QFLOW_BINARY_CASE(Pow) QFLOW_BINARY_CASE(Minimum) QFLOW_BINARY_CASE(Maximum)
-    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward)
+    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward) QFLOW_BINARY_CASE(SiluBackward)
     QFLOW_BINARY_CASE(LeakyReluBackward)
 #undef QFLOW_BINARY_CASE
   }

@@ -17,7 +17,7 @@ enum class UnaryOp : int {
   Neg, Abs, Sign, Round, Floor,                 // every dtype (sign alone for bool)
   Exp, Log, Sqrt, Rsqrt, Sigmoid, Tanh,         // floating
   Relu, Clamp,                                  // every dtype but bool (clamp: p0 lower, p1 upper)
-  Hardtanh, Relu6, Hardswish, LeakyRelu,        // floating (hardtanh: p0 min, p1 max; leaky: p0 slope)
+  Hardtanh, Relu6, Hardswish, LeakyRelu, Silu,  // floating (hardtanh: p0 min, p1 max; leaky: p0 slope)
   AddScalar, SubScalar, MulScalar, DivScalar,   // x (op) p0; bool: add is or, mul is and
   RSubScalar, RDivScalar,                       // p0 (op) x
   PowScalar,                                    // x ** p0
@@ -33,6 +33,7 @@ enum class BinaryOp : int {
   HardtanhBackward,     // p0 < b < p1 ? a : 0 (floating)
   HardswishBackward,    // floating
   LeakyReluBackward,    // b > 0 ? a : a * p0 (floating)
+  SiluBackward,         // a: grad, b: input; a * s * (1 + b * (1 - s)), s = sigmoid(b) (floating)
 };
 
 enum class CompareOp : int { Eq, Ne, Lt, Le, Gt, Ge };

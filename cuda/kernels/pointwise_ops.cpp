@@ -37,6 +37,7 @@ constexpr const char* binary_name(BinaryOp k) {
     case BinaryOp::ThresholdBackward: return "threshold_backward";
     case BinaryOp::HardtanhBackward: return "hardtanh_backward";
     case BinaryOp::HardswishBackward: return "hardswish_backward";
+    case BinaryOp::SiluBackward: return "silu_backward";
     default: return "leaky_relu_backward";
   }
 }
@@ -252,6 +253,7 @@ constexpr const char* unary_name() {
     case UnaryOp::Hardtanh: return "hardtanh";
     case UnaryOp::Relu6: return "relu6";
     case UnaryOp::Hardswish: return "hardswish";
+    case UnaryOp::Silu: return "silu";
     case UnaryOp::LeakyRelu: return "leaky_relu";
     default: return "?";
   }
@@ -555,9 +557,11 @@ QFLOW_REGISTER_OPS(cuda_pointwise) {
   registry.impl("hardtanh", kCuda, unary_kernel<UnaryOp::Hardtanh>);
   registry.impl("relu6", kCuda, unary_kernel<UnaryOp::Relu6>);
   registry.impl("hardswish", kCuda, unary_kernel<UnaryOp::Hardswish>);
+  registry.impl("silu", kCuda, unary_kernel<UnaryOp::Silu>);
   registry.impl("leaky_relu", kCuda, unary_kernel<UnaryOp::LeakyRelu>);
   registry.impl("hardtanh_backward", kCuda, activation_backward_kernel<BinaryOp::HardtanhBackward>);
   registry.impl("hardswish_backward", kCuda, activation_backward_kernel<BinaryOp::HardswishBackward>);
+  registry.impl("silu_backward", kCuda, activation_backward_kernel<BinaryOp::SiluBackward>);
   registry.impl("leaky_relu_backward", kCuda, activation_backward_kernel<BinaryOp::LeakyReluBackward>);
   // compare.cpp
   registry.impl("eq", kCuda, compare_kernel<CompareOp::Eq>);

@@ -37,6 +37,14 @@ void hardswish(ExportContext& c, const Node& n, const NodeArgs& a) {
   c.emit(n, "Mul", {x, gate});
 }
 
+// silu(x) = x * Sigmoid(x): ONNX has no SiLU op in the opsets qflow writes (13-17).
+void silu(ExportContext& c, const Node& n, const NodeArgs& a) {
+  const std::string x = c.input(a, "self");
+  const std::string gate = ExportContext::tmp(n, "sigmoid");
+  c.builder.node("Sigmoid", {x}, {gate});
+  c.emit(n, "Mul", {x, gate});
+}
+
 /// add/sub(self, other, alpha): self ± alpha·other.
 void add_sub(ExportContext& c, const Node& n, const NodeArgs& a, std::string_view op) {
   const std::string x = c.input(a, "self");
@@ -255,6 +263,7 @@ void add_float_function_converters(std::map<std::string, FunctionConverter>& t) 
     clip(c, n, a, bound("min"), bound("max"));
   };
   t["hardswish"] = hardswish;
+  t["silu"] = silu;
   t["leaky_relu"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
     c.emit(n, "LeakyRelu", {c.input(a, "self")},
            {Attr("alpha", static_cast<float>(scalar_arg(a, "negative_slope")))});
@@ -302,8 +311,8 @@ void add_float_refusals(std::map<std::string, std::string>& t) {
   refuse({"adaptive_avg_pool2d_backward", "avg_pool2d_backward", "batch_norm_relu_backward", "conv2d_backward",
           "cross_entropy_backward", "hardswish_backward", "hardtanh_backward", "l1_loss_backward",
           "leaky_relu_backward", "log_softmax_backward", "max_pool2d_with_indices_backward", "mse_loss_backward",
-          "native_batch_norm_backward", "native_dropout_backward", "nll_loss_backward", "softmax_backward",
-          "threshold_backward", "value_selecting_reduction_backward"},
+          "native_batch_norm_backward", "native_dropout_backward", "nll_loss_backward", "silu_backward",
+          "softmax_backward", "threshold_backward", "value_selecting_reduction_backward"},
          "a backward op; ONNX export writes the eval-mode forward computation");
   refuse({"add_", "add_.Scalar", "sub_", "sub_.Scalar", "mul_", "mul_.Scalar", "div_", "div_.Scalar", "clamp_", "relu_",
           "copy_", "fill_", "zero_"},

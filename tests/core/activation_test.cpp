@@ -35,6 +35,24 @@ TEST(ActivationTest, Relu6HardswishHardtanhLeakyReluMatchPyTorch) {
                                     1.24473393, -0.118130855, -0.469220012, -0.756802499, -0.941955268});
 }
 
+// Note [One declaration per op]'s example of a new op: silu, declared in core/ops/activation.toml.
+// Goldens: torch.nn.functional.silu (PyTorch 1.13) on the same float32 inputs, and its autograd
+// gradient in float64 at points that exercise both branches of the stable sigmoid.
+TEST(ActivationTest, SiluAndItsBackwardMatchPyTorch) {
+  Tensor x = sin_seq({12}, 0.3, 5.0);
+  expect_close(silu(x), {1.20307744, 2.97171474, 4.25497723, 4.90028286, 4.85450649, 4.12172031, 2.76146865,
+                         0.966395199, -0.210559234, -0.204993442, -0.0841037259, -0.0420413166});
+  Tensor xd = from_vector<double>({-30, -4, -1, 0, 1, 4, 30});
+  expect_close(silu(xd), {-2.8072868906517896e-12, -0.07194483984836623, -0.2689414213699951, 0.0, 0.7310585786300049,
+                          3.928055160151634, 29.999999999997197},
+               1e-15, 1e-15);
+  expect_close(silu_backward(ones({7}, DType::Float64), xd),
+               {-2.713710660963134e-12, -0.05266461489107291, 0.07232948812851325, 0.5, 0.9276705118714869,
+                1.0526646148910728, 1.000000000002711},
+               1e-15, 1e-15);
+  EXPECT_THAT(error_of([] { silu(ones({2}, DType::Int64)); }), HasSubstr("silu: expected a floating point tensor, got int64"));
+}
+
 TEST(ActivationTest, Relu6ClampsAtZeroAndSixOnStridedInput) {
   Tensor x = from_vector<double>({-1, 0, 3, 6, 7, 2.5}, {2, 3}).t();  // a transposed view
   EXPECT_EQ(to_vector<double>(relu6(x)), (std::vector<double>{0, 6, 0, 6, 3, 2.5}));

@@ -102,6 +102,8 @@ TEST(LayerGradTest, ActivationsFlattenIdentity) {
   expect_gradients_match(hardswish, x);
   nn::Sigmoid sigmoid;
   expect_gradients_match(sigmoid, x);
+  nn::SiLU silu;
+  expect_gradients_match(silu, x);
   nn::Tanh tanh_layer;
   expect_gradients_match(tanh_layer, x);
   nn::Flatten flatten;

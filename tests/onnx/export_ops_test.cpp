@@ -22,7 +22,7 @@ struct OpsNet : nn::Cloneable<OpsNet> {
   Tensor forward(const Tensor& x) override {
     const Tensor b = (*grouped)((*same)(x));                                    // (N, 8, 4, 4)
     Tensor c = F::hardswish(b) + F::relu6(b) * 0.5;
-    c = c.sub(F::sigmoid(b), 2.0);
+    c = c.sub(F::sigmoid(b), 2.0) + F::silu(b) * 0.25;
     c = leaky_relu(c, 0.2) * F::tanh(b) / 3.0 + hardtanh(b, -0.5, 0.25);
     c = clamp(c, -1.5, 2.0);
     const Tensor d = F::max_pool2d(c, {3}, {1}, {1}, {1});                      // (N, 8, 4, 4)
@@ -59,7 +59,8 @@ TEST_P(OpsExportTest, EveryConverterMatchesOnnxRuntime) {
   }
   EXPECT_EQ(ops.at("Conv"), 2);
   EXPECT_EQ(ops.at("Clip"), 3);  // relu6, hardtanh, clamp
-  for (const char* op : {"Sigmoid", "Tanh", "LeakyRelu", "Sub", "Div", "MaxPool", "AveragePool",
+  EXPECT_EQ(ops.at("Sigmoid"), 2);  // sigmoid, and silu's gate (x * Sigmoid(x))
+  for (const char* op : {"Tanh", "LeakyRelu", "Sub", "Div", "MaxPool", "AveragePool",
                          "Concat", "Flatten", "Reshape", "MatMul", "Transpose", "BatchNormalization", "ReduceMean"})
     EXPECT_EQ(ops.count(op), 1u) << op;
   // "same" with an even kernel pads one more at the end, as PyTorch does.

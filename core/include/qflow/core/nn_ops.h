@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "qflow/core/tensor.h"
+#include "qflow/core/ops/activation.h"
 
 namespace qflow {
 
@@ -57,18 +58,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
 
 // ---- activations -------------------------------------------------------------------------------
 
-/// clamp(x, min_val, max_val); the gradient passes only strictly inside (min_val, max_val).
-Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
-/// min(max(x, 0), 6).
-Tensor relu6(const Tensor& x);
-/// x * relu6(x + 3) / 6.
-Tensor hardswish(const Tensor& x);
-/// x if x > 0 else negative_slope * x.
-Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
-
-Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, double min_val, double max_val);
-Tensor hardswish_backward(const Tensor& grad_output, const Tensor& self);
-Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self, double negative_slope);
+// hardtanh, relu6, hardswish, leaky_relu and their backward ops: declared in
+// core/ops/activation.toml, their typed functions generated (Note [One declaration per op]).
 /// grad_output where self > threshold, 0 elsewhere: relu's gradient from its output (and
 /// the one kernel that joins a plain gradient to blocked activations, Note [Opaque layouts]).
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);

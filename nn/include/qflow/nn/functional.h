@@ -27,6 +27,7 @@ using qflow::Reduction;
 using qflow::relu;
 using qflow::relu6;
 using qflow::sigmoid;
+using qflow::silu;
 using qflow::softmax;
 using qflow::tanh;
 

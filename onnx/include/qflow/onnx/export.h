@@ -27,7 +27,7 @@
 //   options.metadata (the caller's).
 // - Serialisation by protobuf with classes generated from the official onnx.proto.
 // Each fx node becomes the ONNX operators listed in the converters (see onnx/src/): Conv,
-// Gemm/MatMul, Relu, Clip, HardSwish (HardSigmoid·Mul at opset 13), Sigmoid, Tanh,
+// Gemm/MatMul, Relu, Clip, HardSwish (HardSigmoid·Mul at opset 13), SiLU (Sigmoid·Mul), Sigmoid, Tanh,
 // LeakyRelu, Add/Sub/Mul, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten,
 // Reshape, Transpose, BatchNormalization, Concat; deployed quantized layers (quant::DConv2d,
 // quant::DLinear) and fake_quantize nodes become QuantizeLinear/DequantizeLinear pairs with

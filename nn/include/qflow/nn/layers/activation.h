@@ -16,6 +16,11 @@ class Hardswish : public Cloneable<Hardswish> {
  public:
   Tensor forward(const Tensor& x) override;
 };
+/// x * sigmoid(x) (torch.nn.SiLU).
+class SiLU : public Cloneable<SiLU> {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
 class Sigmoid : public Cloneable<Sigmoid> {
  public:
   Tensor forward(const Tensor& x) override;

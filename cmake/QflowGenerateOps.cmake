@@ -1,0 +1,49 @@
+# qflow_generate_ops(LAYER): the ops LAYER/ops/*.toml declares, made C++ by tools/gen-ops at build
+# time: for each FILE.toml the typed functions' header qflow/LAYER/ops/FILE.h and a source with the
+# registration and the definitions, both under build/generated/. They join the layer's objects;
+# the header directory is public (and installed with the library's headers, QflowInstall.cmake).
+#
+# Note [One declaration per op]
+# An op used to be written in up to eight places: its schema string and registration, a typed
+# wrapper that spells every argument name again, the header declaration with the defaults a
+# second time, ... and nothing checked that they agreed until the first call. Now an op is one
+# table in its layer's ops/*.toml — the schema (names, types, defaults, returns) and a doc line —
+# and tools/gen-ops writes the rest at build time: the header declaration (C++ types and
+# defaults derived from the schema), the typed function, and the registration of the CPU kernel
+# and shape rule, which it declares by name (NAME_kernel, NAME_meta in qflow::kernels unless the
+# table names others). A kernel that is missing or has another signature is a link error, an
+# unknown type or a malformed schema is a build error, a family declared twice is a build error.
+# Why a generator and not X-macros: the schema string is the op's real declaration (the
+# registry, the tracer, ONNX and the error messages read it), and C++ types and defaults follow
+# from it mechanically; X-macros would make the schema a macro argument list that C++ then has
+# to stringify back, with defaults and optional/list types spelled in a macro DSL that reads
+# worse than the schema and errs in preprocessor messages. PyTorch does the same
+# (native_functions.yaml). TOML because Python reads it with its standard library (tomllib).
+# Families move to declarations one at a time (core/ops/activation.toml first); the other ops
+# still register by hand as ARCHITECTURE.md "Defining an op" describes, and the run-time
+# coverage tests check both kinds.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(QFLOW_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
+
+function(qflow_generate_ops layer)
+  file(GLOB _decls CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/ops/*.toml)
+  if(NOT _decls)
+    return()
+  endif()
+  set(_outputs)
+  set(_sources)
+  foreach(decl IN LISTS _decls)
+    get_filename_component(_family ${decl} NAME_WE)
+    list(APPEND _outputs ${QFLOW_GENERATED_DIR}/include/qflow/${layer}/ops/${_family}.h)
+    list(APPEND _sources ${QFLOW_GENERATED_DIR}/${layer}/ops/${_family}.cpp)
+  endforeach()
+  add_custom_command(OUTPUT ${_outputs} ${_sources}
+                     COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/gen-ops --layer ${layer}
+                             --out ${QFLOW_GENERATED_DIR} ${_decls}
+                     DEPENDS ${_decls} ${PROJECT_SOURCE_DIR}/tools/gen-ops
+                     COMMENT "gen-ops: the ${layer} layer's op declarations"
+                     VERBATIM)
+  target_sources(qflow_${layer}_objects PRIVATE ${_sources} ${_outputs})
+  target_include_directories(qflow_${layer}_objects PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
+  target_include_directories(qflow_${layer} PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
+endfunction()
