@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/activation.cpp: hardtanh, relu6, hardswish, leaky_relu, silu, each
+// Derivatives of core/kernels/elementwise/activation.cpp: hardtanh, relu6, hardswish, leaky_relu, silu, each
 // through its backward op on the saved input.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"

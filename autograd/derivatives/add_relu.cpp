@@ -1,4 +1,4 @@
-// Derivative of core/kernels/add_relu.cpp: relu's gradient (from the saved output) reaches
+// Derivative of core/kernels/elementwise/add_relu.cpp: relu's gradient (from the saved output) reaches
 // both inputs; broadcast inputs get it summed back to their shape by the engine.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"

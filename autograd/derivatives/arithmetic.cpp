@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/arithmetic.cpp: add, sub, mul, div (+ scalar and reflected forms).
+// Derivatives of core/kernels/elementwise/arithmetic.cpp: add, sub, mul, div (+ scalar and reflected forms).
 // Broadcast gradients are summed back to each input's shape by the engine.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/ops.h"

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/augment.cpp: none (Note [Augmentation on the device]).
+// Derivatives of core/kernels/memory/augment.cpp: none (Note [Augmentation on the device]).
 #include "qflow/autograd/derivatives.h"
 
 namespace qflow::autograd {

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/binary_math.cpp: pow (both forms), minimum, maximum.
+// Derivatives of core/kernels/elementwise/binary_math.cpp: pow (both forms), minimum, maximum.
 // Broadcast gradients are summed back to each input's shape by the engine.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/factory.h"

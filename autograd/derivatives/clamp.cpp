@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/clamp.cpp. relu_ and clamp_ are differentiated through these
+// Derivatives of core/kernels/elementwise/clamp.cpp. relu_ and clamp_ are differentiated through these
 // out-of-place twins (see Note [In-place ops under autograd] in autograd_layer.cpp).
 #include <optional>
 

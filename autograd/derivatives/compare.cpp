@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/compare.cpp: comparisons return bool masks (no gradient);
+// Derivatives of core/kernels/elementwise/compare.cpp: comparisons return bool masks (no gradient);
 // where routes the gradient to the branch each element was taken from.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/factory.h"

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/conv.cpp: conv2d and conv2d_relu. The gradients come from the
+// Derivatives of core/kernels/conv/conv.cpp: conv2d and conv2d_relu. The gradients come from the
 // conv2d_backward op, which computes only the ones autograd asks for.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/conv_ops.h"

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/copy.cpp: to, clone, contiguous (gradients pass through;
+// Derivatives of core/kernels/memory/copy.cpp: to, clone, contiguous (gradients pass through;
 // `to` casts them back to the input's dtype), detach and item (no history by definition).
 // copy_, fill_ and zero_ are differentiated by the autograd layer itself: see
 // Note [In-place ops under autograd].

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/dropout.cpp: native_dropout differentiates through its saved
+// Derivatives of core/kernels/nn/dropout.cpp: native_dropout differentiates through its saved
 // mask (see Note [Dropout keeps its mask]).
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"

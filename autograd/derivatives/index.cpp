@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/index.cpp: cat and stack hand each input its slice of the
+// Derivatives of core/kernels/memory/index.cpp: cat and stack hand each input its slice of the
 // gradient; index_select scatters the gradient back with index_add, whose own derivative
 // gathers it again with index_select.
 #include "qflow/autograd/derivatives.h"

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/linalg.cpp: mm, bmm, matmul, addmm.
+// Derivatives of core/kernels/linalg/linalg.cpp: mm, bmm, matmul, addmm.
 //
 // matmul has its own rule rather than being a composite of mm/bmm/reshape: kernels run
 // below every dispatch layer (see Dispatcher::redispatch), so ops a composite kernel calls

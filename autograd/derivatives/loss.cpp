@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/loss.cpp. Class-index losses differentiate w.r.t. their input
+// Derivatives of core/kernels/nn/loss.cpp. Class-index losses differentiate w.r.t. their input
 // only (targets are indices; like PyTorch, a weight that requires grad is refused); mse and
 // l1 also w.r.t. target (the negated input gradient).
 #include "qflow/autograd/derivatives.h"

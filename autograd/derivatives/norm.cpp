@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/norm.cpp: batch_norm and native_batch_norm, both through the
+// Derivatives of core/kernels/nn/norm.cpp: batch_norm and native_batch_norm, both through the
 // native_batch_norm_backward op (see Note [Batch norm saves no statistics]), and
 // batch_norm_relu through its fused backward.
 #include "qflow/autograd/derivatives.h"
@@ -37,7 +37,7 @@ TensorList native_batch_norm_rule(const BackwardContext& ctx, const TensorList& 
 }
 
 // batch_norm_relu: one fused backward masks with the saved output (Note [Batch norm fused
-// with ReLU] in core/kernels/norm.cpp). Saved: input, weight, running stats (eval) and output.
+// with ReLU] in core/kernels/nn/norm.cpp). Saved: input, weight, running stats (eval) and output.
 TensorList batch_norm_relu_rule(const BackwardContext& ctx, const TensorList& g) {
   const bool training = ctx.arg("training").to_bool();
   const RunningStats stats = running_stats(ctx, training);

@@ -1,4 +1,4 @@
-// Optimizer updates (core/kernels/optim.cpp) are not part of any graph.
+// Optimizer updates (core/kernels/nn/optim.cpp) are not part of any graph.
 #include "qflow/autograd/derivatives.h"
 
 namespace qflow::autograd {

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/pool.cpp: max_pool2d, max_pool2d_with_indices, avg_pool2d,
+// Derivatives of core/kernels/nn/pool.cpp: max_pool2d, max_pool2d_with_indices, avg_pool2d,
 // adaptive_avg_pool2d. The backward ops themselves have no derivative (no double backward).
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/conv_ops.h"

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/random.cpp: a fresh random draw carries no history, even when
+// Derivatives of core/kernels/memory/random.cpp: a fresh random draw carries no history, even when
 // it is shaped like a tensor that requires grad (rand_like, randn_like).
 #include "qflow/autograd/derivatives.h"
 

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/reduce.cpp and reduce_minmax.cpp: sum, mean, var, std,
+// Derivatives of core/kernels/reduction/reduce.cpp and reduce_minmax.cpp: sum, mean, var, std,
 // logsumexp, sum_to, max/min (all, dim), amax/amin. argmax/argmin are not differentiable.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/shape.cpp: the views. A view only re-reads the input's
+// Derivatives of core/kernels/memory/shape.cpp: the views. A view only re-reads the input's
 // elements, so its gradient puts each output gradient back where the element came from:
 // a reshape back to the input's sizes, the inverse permutation, a scatter into zeros for
 // the ops that drop elements (narrow, slice, select), a sum for expand.

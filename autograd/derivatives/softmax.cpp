@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/softmax.cpp: softmax and log_softmax differentiate through their
+// Derivatives of core/kernels/reduction/softmax.cpp: softmax and log_softmax differentiate through their
 // saved output (what PyTorch does; no exp or log is recomputed).
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"

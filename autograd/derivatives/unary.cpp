@@ -1,4 +1,4 @@
-// Derivatives of core/kernels/unary.cpp. exp, sqrt, rsqrt, sigmoid and tanh differentiate
+// Derivatives of core/kernels/elementwise/unary.cpp. exp, sqrt, rsqrt, sigmoid and tanh differentiate
 // through their saved output (cheaper than recomputing, and what PyTorch does).
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/factory.h"

@@ -15,7 +15,7 @@
 namespace qflow::cuda::conv {
 
 /// Sizes and hyper-parameters of one 2-D convolution, validated exactly as the CPU's
-/// conv_geometry (core/kernels/im2col.cpp) does, with the same messages.
+/// conv_geometry (core/kernels/conv/im2col.cpp) does, with the same messages.
 struct Geometry {
   int64_t n = 1, c = 0, h = 0, w = 0;  // input (n = 1 for an unbatched input)
   int64_t o = 0, kh = 0, kw = 0;       // weight (O, C / groups, kH, kW)

@@ -1,5 +1,5 @@
 // The CUDA kernels of mm, bmm, matmul and addmm: cuBLAS GEMMs, with the CPU kernels' argument
-// checks and results (core/kernels/linalg.cpp).
+// checks and results (core/kernels/linalg/linalg.cpp).
 //
 // Note [cuBLAS matrix products]
 // Every product is C = alpha * A @ B + beta * C over a batch, C a fresh row-major result.
@@ -37,7 +37,7 @@
 namespace qflow::cuda {
 namespace {
 
-// ---- argument checks: the CPU kernels' (core/kernels/linalg.cpp), same messages -------------
+// ---- argument checks: the CPU kernels' (core/kernels/linalg/linalg.cpp), same messages -------------
 
 // "2x3" — the way PyTorch prints shapes in matmul errors.
 std::string dims_str(const std::vector<int64_t>& s) {
@@ -83,7 +83,7 @@ std::vector<int64_t> bmm_shape(const Tensor& x, const Tensor& y) {
   return {x.sizes()[0], x.sizes()[1], y.sizes()[2]};
 }
 
-// Note [matmul as batched GEMM] (core/kernels/linalg.cpp): 1-D operands are lifted to a row /
+// Note [matmul as batched GEMM] (core/kernels/linalg/linalg.cpp): 1-D operands are lifted to a row /
 // a column, batch dims broadcast.
 struct MatmulPlan {
   std::vector<int64_t> batch;  // broadcast batch dims

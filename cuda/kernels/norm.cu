@@ -692,7 +692,7 @@ void backward_impl(const BackwardArgs& a, cudaStream_t stream) {
   T* mu = coef + 3 * l.C;
   const T* x = static_cast<const T*>(a.x);
   if (a.train && !(a.save_mean.data && a.save_invstd.data)) {
-    // Note [Batch norm saves no statistics] (core/kernels/norm.cpp): recompute them.
+    // Note [Batch norm saves no statistics] (core/kernels/nn/norm.cpp): recompute them.
     const int64_t splits = launch_stats<T, V>(l, x, part, stream);
     finalize_stats<T><<<warp_channel_blocks(l.C), kFinalizeThreads, 0, stream>>>(part, splits, l.C, l.R, true, ChannelTensor{},
                                                                ChannelTensor{}, ChannelTensor{}, ChannelTensor{}, 0.0,

@@ -1,5 +1,5 @@
 // CUDA kernels of batch_norm, native_batch_norm, native_batch_norm_backward, batch_norm_relu and
-// batch_norm_relu_backward (core/kernels/norm.cpp holds the schemas and the CPU kernels). The
+// batch_norm_relu_backward (core/kernels/nn/norm.cpp holds the schemas and the CPU kernels). The
 // arguments are checked by the CPU op's own shape rule, so both devices accept and refuse the
 // same calls with the same messages. Device code: norm.cu (Note [Batch norm on the GPU]).
 #include <cstdint>

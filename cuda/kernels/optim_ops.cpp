@@ -1,4 +1,4 @@
-// The CUDA kernel of sgd_update_ (core/kernels/optim.cpp).
+// The CUDA kernel of sgd_update_ (core/kernels/nn/optim.cpp).
 //
 // Note [Fused optimizer step]
 // SGD with momentum and weight decay is four element-wise ops per parameter: ResNet18's 62

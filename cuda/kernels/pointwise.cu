@@ -42,7 +42,7 @@ __device__ __forceinline__ double d_abs(double x) { return fabs(x); }
 
 template <typename T>
 __device__ __forceinline__ T relu_fn(T x) {
-  return x < T(0) ? T(0) : x;  // NaN propagates (core/kernels/relu_fn.h)
+  return x < T(0) ? T(0) : x;  // NaN propagates (core/kernels/common/relu_fn.h)
 }
 
 template <typename T>

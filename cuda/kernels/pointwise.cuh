@@ -49,7 +49,7 @@ void launch_binary(BinaryOp op, ScalarType dtype, const StridedGeometry& g, void
 /// out (bool) = a (op) b, a and b of `dtype` (operands: out, a, b).
 void launch_compare(CompareOp op, ScalarType dtype, const StridedGeometry& g, bool* out, const void* a, const void* b,
                     cudaStream_t stream);
-/// out (bool) = a (op) s (Note [Comparing with a scalar] of core/kernels/compare.cpp).
+/// out (bool) = a (op) s (Note [Comparing with a scalar] of core/kernels/elementwise/compare.cpp).
 void launch_compare_scalar(CompareOp op, ScalarType dtype, const StridedGeometry& g, bool* out, const void* a,
                            ScalarArg s, cudaStream_t stream);
 /// out = c ? a : b (operands: out, c, a, b; c bool; out, a, b of `dtype`).

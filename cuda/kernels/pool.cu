@@ -1,6 +1,6 @@
 // 2-D pooling on the GPU: max (with argmax), average and adaptive average, and their
 // gradients. See Note [Pooling on the GPU] in pool.cuh. Window and divisor rules are the CPU
-// kernel's (core/kernels/pool.cpp), line for line.
+// kernel's (core/kernels/nn/pool.cpp), line for line.
 #include <cuda_runtime.h>
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // CUDA kernels of max_pool2d, max_pool2d_with_indices, max_pool2d_with_indices_backward,
 // avg_pool2d, avg_pool2d_backward, adaptive_avg_pool2d and adaptive_avg_pool2d_backward
-// (schemas and CPU kernels: core/kernels/pool.cpp). The CPU op's shape rule checks the
+// (schemas and CPU kernels: core/kernels/nn/pool.cpp). The CPU op's shape rule checks the
 // arguments and gives the output sizes; device code: pool.cu (Note [Pooling on the GPU]).
 // A channels-last input gives a channels-last output (and gradient); any other layout is read
 // through its strides and gives NCHW-contiguous results.

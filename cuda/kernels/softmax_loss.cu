@@ -1,5 +1,5 @@
 // softmax / log_softmax and the losses on the GPU. See Note [Softmax and losses on the GPU] in
-// softmax_loss.cuh; the formulas are the CPU kernels' (core/kernels/softmax.cpp, loss.cpp).
+// softmax_loss.cuh; the formulas are the CPU kernels' (core/kernels/reduction/softmax.cpp, loss.cpp).
 #include <cuda_runtime.h>
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // CUDA kernels of softmax, log_softmax, softmax_backward, log_softmax_backward, nll_loss,
 // nll_loss_backward, cross_entropy, cross_entropy_backward, mse_loss, mse_loss_backward,
-// l1_loss and l1_loss_backward (schemas and CPU kernels: core/kernels/softmax.cpp, loss.cpp).
+// l1_loss and l1_loss_backward (schemas and CPU kernels: core/kernels/reduction/softmax.cpp, loss.cpp).
 // The CPU op's shape rule checks the arguments; device code: softmax_loss.cu (Note [Softmax
 // and losses on the GPU]).
 #include <cstdint>

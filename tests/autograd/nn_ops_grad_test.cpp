@@ -184,7 +184,7 @@ TEST(NnOpsGradTest, TrainingStepThroughBatchNormReluAndCrossEntropy) {
       {x, w, b}));
 }
 
-// ---- fused activations (core/kernels/norm.cpp, add_relu.cpp) ----------------------------------
+// ---- fused activations (core/kernels/nn/norm.cpp, add_relu.cpp) ----------------------------------
 // The inputs keep every pre-activation away from 0, where relu's derivative jumps.
 
 TEST(NnOpsGradTest, BatchNormReluTrainingAndEvalWrtInputWeightBias) {

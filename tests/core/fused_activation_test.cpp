@@ -1,5 +1,5 @@
 // The fused activations batch_norm_relu and add_relu (Note [Batch norm fused with ReLU] in
-// core/kernels/norm.cpp): outputs, running statistics and gradients equal the unfused pairs
+// core/kernels/nn/norm.cpp): outputs, running statistics and gradients equal the unfused pairs
 // bit for bit, in the plain layout and in oneDNN's blocked one; bad arguments name the op.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Views and copies (core/kernels/shape.cpp, copy.cpp): storage sharing, sizes/strides/offsets,
+// Views and copies (core/kernels/memory/shape.cpp, copy.cpp): storage sharing, sizes/strides/offsets,
 // contiguity, reshape-vs-view, errors, dtype conversion, copy_ broadcasting, clone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

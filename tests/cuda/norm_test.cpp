@@ -1,4 +1,4 @@
-// CUDA batch norm (cuda/kernels/norm.cu) against the CPU kernel (core/kernels/norm.cpp):
+// CUDA batch norm (cuda/kernels/norm.cu) against the CPU kernel (core/kernels/nn/norm.cpp):
 // forward in training and eval, the running statistics after the call, the saved statistics,
 // native_batch_norm_backward (with and without saved statistics, eval, statistics' gradients,
 // no grad_output), the ReLU-fused pair, NCHW / channels-last / non-contiguous inputs on the

@@ -1,4 +1,4 @@
-// CUDA pooling (cuda/kernels/pool.cu) against the CPU kernels (core/kernels/pool.cpp):
+// CUDA pooling (cuda/kernels/pool.cu) against the CPU kernels (core/kernels/nn/pool.cpp):
 // max_pool2d (+ indices, + backward), avg_pool2d (+ backward) and adaptive_avg_pool2d
 // (+ backward) on LeNet5's 2x2 pools, ResNet's 3x3/2 stem pool and global average, odd sizes,
 // padding, dilation, ceil_mode, count_include_pad and divisor_override, NCHW, channels-last and

@@ -1,5 +1,5 @@
 // CUDA softmax / log_softmax and losses (cuda/kernels/softmax_loss.cu) against the CPU kernels
-// (core/kernels/softmax.cpp, loss.cpp): every dim (last, middle, first), the classifier's rows
+// (core/kernels/reduction/softmax.cpp, loss.cpp): every dim (last, middle, first), the classifier's rows
 // (10 and 1000 classes, and rows longer than a warp's registers hold), nll_loss and the fused
 // cross_entropy with every reduction, class weights, ignore_index, label smoothing and spatial
 // targets, mse/l1 losses, every backward, autograd, and determinism of the reduced losses.

@@ -1,4 +1,4 @@
-// Integer convolution on oneDNN. See Note [Integer convolution] in core/kernels/quantized_conv.cpp.
+// Integer convolution on oneDNN. See Note [Integer convolution] in core/kernels/conv/quantized_conv.cpp.
 #include "conv_int8.h"
 
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "../kernel_utils.h"
+#include "kernels/common/kernel_utils.h"
 #include "blocked_layout.h"
 #include "onednn_context.h"
 #include "qflow/core/conv_ops.h"

@@ -3,7 +3,7 @@
 // the CPU has it): the kernel of quantized_conv2d. See Note [Integer convolution].
 #include <vector>
 
-#include "../im2col.h"
+#include "kernels/conv/im2col.h"
 #include "qflow/core/conv_ops.h"
 
 namespace qflow::kernels::onednn {

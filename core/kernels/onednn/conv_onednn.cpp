@@ -6,7 +6,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "../kernel_utils.h"
+#include "kernels/common/kernel_utils.h"
 #include "blocked_layout.h"
 #include "onednn_context.h"
 #include "qflow/core/conv_ops.h"

@@ -1,7 +1,7 @@
 #pragma once
 // float32 convolution through oneDNN: forward, backward data and backward weights, with
 // primitives, reorders and reordered weights cached. See Note [oneDNN convolution].
-#include "../im2col.h"
+#include "kernels/conv/im2col.h"
 #include "qflow/core/tensor.h"
 
 namespace qflow::kernels::onednn {

@@ -1,6 +1,6 @@
 #include "onednn_context.h"
 
-#include "../kernel_utils.h"
+#include "kernels/common/kernel_utils.h"
 
 namespace qflow::kernels::onednn {
 

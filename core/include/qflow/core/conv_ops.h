@@ -1,5 +1,5 @@
 #pragma once
-// Convolution and pooling: the functional API of core/kernels/conv.cpp and pool.cpp.
+// Convolution and pooling: the functional API of core/kernels/conv/conv.cpp and pool.cpp.
 // Each function is a thin typed call into the op registry (see Note [Op registration]).
 //
 // Pair arguments (`stride`, `padding`, ...) take one value for both spatial dims or two
@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "qflow/core/tensor.h"
+#include "qflow/core/ops/pool.h"
 
 namespace qflow {
 
@@ -135,31 +136,7 @@ class ConvSettingsGuard {
 };
 
 // ---- pooling -----------------------------------------------------------------------------------
-
-/// Max over (dilated) windows; padding counts as -inf. An empty `stride` means kernel_size.
-Tensor max_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
-/// max_pool2d plus the argmax of every window as an int64 index into its (H * W) input plane
-/// (PyTorch's return_indices=True convention).
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size,
-                                                   const IntList& stride = {}, const IntList& padding = {0},
-                                                   const IntList& dilation = {1}, bool ceil_mode = false);
-/// Scatters grad_output to the positions in `indices`; result has self's shape.
-Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor& self, const IntList& kernel_size,
-                                        const IntList& stride, const IntList& padding, const IntList& dilation,
-                                        bool ceil_mode, const Tensor& indices);
-
-/// Mean over windows. count_include_pad divides by the window size clipped to the padded
-/// input (PyTorch's rule); divisor_override replaces the divisor altogether.
-Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
-                  std::optional<int64_t> divisor_override = std::nullopt);
-Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& self, const IntList& kernel_size,
-                           const IntList& stride, const IntList& padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override = std::nullopt);
-
-/// Mean over the windows [floor(i * H / Ho), ceil((i + 1) * H / Ho)) (PyTorch's formulas).
-Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size);
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& self);
+// max_pool2d, avg_pool2d, adaptive_avg_pool2d and their backward ops: declared in
+// core/ops/pool.toml, their typed functions generated (Note [One declaration per op]).
 
 }  // namespace qflow

@@ -1,6 +1,6 @@
 #pragma once
 // The per-sample arithmetic of random_crop_flip_normalize (augment_ops.h), shared by its CPU
-// kernel (core/kernels/augment.cpp) and its CUDA kernel (cuda/kernels/augment.cu): the draws
+// kernel (core/kernels/memory/augment.cpp) and its CUDA kernel (cuda/kernels/augment.cu): the draws
 // data::RandomCrop and data::RandomHorizontalFlip take from data::SampleRng, and where an
 // output pixel comes from. Plain C++17 with <cstdint> only, so nvcc compiles it inside device
 // code (Note [CUDA kernel files]); one copy of the arithmetic for both devices is what keeps

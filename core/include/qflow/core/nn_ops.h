@@ -1,6 +1,6 @@
 #pragma once
 // Normalization, activations, softmax, dropout and losses: the functional API of
-// core/kernels/norm.cpp, activation.cpp, softmax.cpp, dropout.cpp and loss.cpp. Each function
+// core/kernels/nn/norm.cpp, activation.cpp, softmax.cpp, dropout.cpp and loss.cpp. Each function
 // is a thin typed call into the op registry (see Note [Op registration]); formulas, defaults
 // and reductions follow PyTorch 1.13. Floating inputs (float32, float64) only.
 //

@@ -122,7 +122,7 @@ Tensor matmul(const Tensor& a, const Tensor& b); // NumPy matmul semantics incl.
 /// beta * self + alpha * (a @ b); self broadcasts to (n,m).
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
 
-// ---- optimizer updates (core/kernels/optim.cpp) ----------------------------------------------
+// ---- optimizer updates (core/kernels/nn/optim.cpp) ----------------------------------------------
 /// torch.optim.SGD's update of every params[i] from grads[i] in place (momentum_buffers[i] too,
 /// which first_step sets to the gradient): one call, one launch on a GPU.
 void sgd_update_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers, double lr,
