@@ -32,7 +32,8 @@ def cpu_description():
     return f"{name}{family}, {cores} cores"
 
 
-def write_page(out, title, command, bodies, gpu=None, note=None, date=None):
+def write_page(out, title, command, bodies, gpu=None, note=None, date=None,
+               written_by="the command itself (`--page`); rerun it to regenerate this page"):
     """Writes the page to `out`: `bodies` are markdown texts (the benchmark's tables) in order."""
     date = date or datetime.date.today().isoformat()
     machine = cpu_description() + (f"; GPU: {gpu}" if gpu else "")
@@ -40,7 +41,7 @@ def write_page(out, title, command, bodies, gpu=None, note=None, date=None):
              f"- **Date:** {date}",
              f"- **Machine:** {machine} ({platform.node()})",
              f"- **Command:** `{command}`",
-             "- **Written by:** the command itself (`--page`); rerun it to regenerate this page"]
+             f"- **Written by:** {written_by}"]
     if note:
         lines += ["", note]
     for body in bodies:
@@ -63,6 +64,7 @@ def main():
     parser.add_argument("--body", action="append", default=[], help="a markdown file to include (repeatable)")
     parser.add_argument("--gpu", help="the GPU the figures were measured on")
     parser.add_argument("--note", help="a paragraph after the header")
+    parser.add_argument("--written-by", help="how the page was made, when not by the command's own --page")
     args = parser.parse_args()
     bodies = []
     for path in args.body:
@@ -71,7 +73,8 @@ def main():
                 bodies.append(f.read())
         except OSError as e:
             sys.exit(f"results_page: cannot read --body {path}: {e.strerror}")
-    write_page(args.out, args.title, args.command, bodies, gpu=args.gpu, note=args.note)
+    extra = {"written_by": args.written_by} if args.written_by else {}
+    write_page(args.out, args.title, args.command, bodies, gpu=args.gpu, note=args.note, **extra)
     print(f"results_page: wrote {args.out}")
     return 0
 
