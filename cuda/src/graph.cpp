@@ -2,8 +2,6 @@
 // (Note [Captured device work]).
 #include "graph.h"
 
-#include <exception>
-
 #include "caching_allocator.h"
 #include "context.h"
 #include "cuda_check.h"
@@ -107,8 +105,8 @@ std::unique_ptr<DeviceGraph> capture(Device device, const std::function<void()>&
   DeviceGuard guard(device);
   const cudaStream_t s = stream(device);
   QFLOW_CHECK(!capturing(device), "capture_graph: {} is already capturing a graph; captures do not nest", device);
-  // Work queued before the capture is not part of it, and must not be running into the blocks
-  // the capture's pool hands out... it cannot: those are new or were freed in stream order.
+  // Work queued before the capture is not part of it; the blocks the capture's pool hands out
+  // are new or were freed in stream order, so that work never touches them.
   CaptureScope scope(device);
   // Relaxed: the capture's own allocations may call cudaMalloc (a pool miss), which the
   // stricter modes forbid on the capturing thread; what must not happen inside a capture
