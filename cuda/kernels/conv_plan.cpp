@@ -16,6 +16,7 @@
 #include "qflow/core/error.h"
 #include "qflow/core/factory.h"
 #include "qflow/core/ops.h"
+#include "src/caching_allocator.h"
 #include "src/cuda_ops.h"
 
 namespace qflow::cuda::conv {
@@ -440,13 +441,15 @@ Plan& plan_for(const PlanSpec& spec) {
 
 namespace {
 
-/// A channels-last copy of one weight, valid while its storage lives at this version.
+/// A channels-last copy of one weight, valid while its storage lives at this version, made
+/// eagerly (capture 0) or by the capture of one graph (Note [Filters in captured graphs]).
 struct CachedFilter {
   std::weak_ptr<Storage> storage;
   uint64_t version = 0;
   std::vector<int64_t> sizes;
   DType dtype = DType::Float32;
   Tensor copy;
+  uint64_t capture = 0;
 };
 
 struct FilterKeyHash {
@@ -480,6 +483,18 @@ Tensor to_channels_last_filter(const Tensor& w, cudaStream_t stream) {
 
 }  // namespace
 
+// Note [Filters in captured graphs]
+// A graph replays the kernels its capture recorded, nothing else. Had a capture been served a
+// cached filter, it would record no transpose, and every replay would read the filter of the
+// moment before the capture: the optimizer step replayed after it updates the weight, never
+// the copy (and the copy, eager memory, may be freed and reused while the graph still reads
+// it). qflow-train's second epoch trained on frozen filters that way and its test accuracy fell
+// to 10%: the first capture followed a warm-up step, whose update made the cache miss; the
+// captures of later epochs (reset(), no warm-up) found the filters the evaluation had cached.
+// So each entry remembers who made it: a capture is served only the copies it made itself
+// (recorded transposes, shared by its forward and backward passes, refreshed by every replay),
+// and eager code only eager copies (a captured copy holds nothing before the first replay, and
+// a replay's writes bump the weight's version, Note [Versions of captured writes]).
 Tensor filter_in_layout(const Tensor& weight, bool nhwc, cudaStream_t stream) {
   if (!nhwc) {
     if (weight.is_contiguous() && aligned16(weight)) return weight;
@@ -492,10 +507,11 @@ Tensor filter_in_layout(const Tensor& weight, bool nhwc, cudaStream_t stream) {
   FilterCache& c = filter_cache();
   const std::shared_ptr<Storage>& storage = weight.impl()->storage();
   const uint64_t version = storage->version();
+  const uint64_t capture = CachingAllocator::instance().capture_in_progress(weight.device());
   std::lock_guard lock(c.mutex);
   CachedFilter& e = c.filters[{storage.get(), weight.storage_offset()}];
   if (e.copy.defined() && e.storage.lock() == storage && e.version == version && e.sizes == weight.sizes() &&
-      e.dtype == weight.dtype()) {
+      e.dtype == weight.dtype() && e.capture == capture) {
     std::lock_guard k(counters_mutex);
     ++counters.weight_reuses;
     return e.copy;
@@ -504,7 +520,7 @@ Tensor filter_in_layout(const Tensor& weight, bool nhwc, cudaStream_t stream) {
   for (auto it = c.filters.begin(); it != c.filters.end();)
     it = it->second.storage.expired() && &it->second != &e ? c.filters.erase(it) : std::next(it);
   Tensor copy = to_channels_last_filter(weight, stream);
-  e = CachedFilter{storage, version, weight.sizes(), weight.dtype(), copy};
+  e = CachedFilter{storage, version, weight.sizes(), weight.dtype(), copy, capture};
   std::lock_guard k(counters_mutex);
   ++counters.weight_copies;
   return copy;

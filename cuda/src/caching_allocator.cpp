@@ -173,6 +173,12 @@ void CachingAllocator::release_pool(Device device, uint64_t id) {
   if (g.live == 0) p.graphs.erase(it);
 }
 
+uint64_t CachingAllocator::capture_in_progress(Device device) const {
+  const Pool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  return p.capturing;
+}
+
 DeviceMemoryStats CachingAllocator::stats(Device device) const {
   const Pool& p = pool(device);
   std::lock_guard lock(p.mutex);

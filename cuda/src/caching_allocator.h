@@ -45,6 +45,8 @@ class CachingAllocator {
   void end_capture(Device device);
   /// The graph of pool `id` died (Note [Graph memory pools]).
   void release_pool(Device device, uint64_t id);
+  /// The id of the graph being captured on `device` (its pool's), 0 when none is.
+  uint64_t capture_in_progress(Device device) const;
 
   /// The size class `nbytes` is served from.
   static size_t round_size(size_t nbytes);
