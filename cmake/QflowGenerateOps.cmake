@@ -10,9 +10,12 @@
 # table in its layer's ops/*.toml — the schema (names, types, defaults, returns) and a doc line —
 # and tools/gen-ops writes the rest at build time: the header declaration (C++ types and
 # defaults derived from the schema), the typed function, and the registration of the CPU kernel
-# and shape rule, which it declares by name (NAME_kernel, NAME_meta in qflow::kernels unless the
-# table names others). A kernel that is missing or has another signature is a link error, an
-# unknown type or a malformed schema is a build error, a family declared twice is a build error.
+# and shape rule (NAME_kernel, NAME_meta unless the table names others, templates included).
+# The registration and the typed functions go into a .inc that the family's kernel file (named
+# by the TOML's `kernels`) includes at its end, so they see the kernels where they are defined.
+# A kernel that is missing or has another signature is a compile error in that file; a kernel
+# file that does not include its .inc, an unknown type, a malformed schema or an op declared
+# twice is a gen-ops error; all at build time.
 # Why a generator and not X-macros: the schema string is the op's real declaration (the
 # registry, the tracer, ONNX and the error messages read it), and C++ types and defaults follow
 # from it mechanically; X-macros would make the schema a macro argument list that C++ then has
@@ -31,19 +34,21 @@ function(qflow_generate_ops layer)
     return()
   endif()
   set(_outputs)
-  set(_sources)
   foreach(decl IN LISTS _decls)
     get_filename_component(_family ${decl} NAME_WE)
-    list(APPEND _outputs ${QFLOW_GENERATED_DIR}/include/qflow/${layer}/ops/${_family}.h)
-    list(APPEND _sources ${QFLOW_GENERATED_DIR}/${layer}/ops/${_family}.cpp)
+    list(APPEND _outputs ${QFLOW_GENERATED_DIR}/include/qflow/${layer}/ops/${_family}.h
+                         ${QFLOW_GENERATED_DIR}/${layer}/ops/${_family}.inc)
   endforeach()
-  add_custom_command(OUTPUT ${_outputs} ${_sources}
+  add_custom_command(OUTPUT ${_outputs}
                      COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/gen-ops --layer ${layer}
-                             --out ${QFLOW_GENERATED_DIR} ${_decls}
+                             --src ${CMAKE_CURRENT_SOURCE_DIR} --out ${QFLOW_GENERATED_DIR} ${_decls}
                      DEPENDS ${_decls} ${PROJECT_SOURCE_DIR}/tools/gen-ops
                      COMMENT "gen-ops: the ${layer} layer's op declarations"
                      VERBATIM)
-  target_sources(qflow_${layer}_objects PRIVATE ${_sources} ${_outputs})
+  # Not compiled themselves: listed so that they are made before the layer's sources, whose
+  # kernel files include the .inc files (found through the private include directory).
+  target_sources(qflow_${layer}_objects PRIVATE ${_outputs})
+  target_include_directories(qflow_${layer}_objects PRIVATE ${QFLOW_GENERATED_DIR})
   target_include_directories(qflow_${layer}_objects PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
   target_include_directories(qflow_${layer} PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
 endfunction()

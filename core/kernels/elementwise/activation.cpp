@@ -144,3 +144,6 @@ Stack silu_backward_kernel(OpArgs& a) {
 
 }  // namespace kernels
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/activation.toml (Note [One declaration per op]).
+#include "core/ops/activation.inc"

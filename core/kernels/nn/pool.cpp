@@ -407,3 +407,6 @@ Stack adaptive_avg_pool2d_backward_kernel(OpArgs& a) {
 
 }  // namespace kernels
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/pool.toml (Note [One declaration per op]).
+#include "core/ops/pool.inc"
