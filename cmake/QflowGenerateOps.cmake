@@ -22,9 +22,9 @@
 # to stringify back, with defaults and optional/list types spelled in a macro DSL that reads
 # worse than the schema and errs in preprocessor messages. PyTorch does the same
 # (native_functions.yaml). TOML because Python reads it with its standard library (tomllib).
-# Families move to declarations one at a time (core/ops/activation.toml and pool.toml so far);
-# the other ops still register by hand as ARCHITECTURE.md §3 describes, and the run-time
-# coverage tests check both kinds.
+# Families move to declarations one at a time (core/ops/*.toml: the element-wise ops, pooling,
+# softmax and the reductions so far); the other ops still register by hand as ARCHITECTURE.md §3
+# describes, and the run-time coverage tests check both kinds.
 find_package(Python3 3.11 REQUIRED COMPONENTS Interpreter)  # tomllib: tools/gen-ops
 set(QFLOW_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
 

@@ -52,14 +52,7 @@ Stack add_relu_blocked_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(add_relu) {
-  registry.def("add_relu(Tensor self, Tensor other) -> Tensor", kernels::add_relu_meta, kernels::add_relu_kernel);
-  registry.impl_blocked("add_relu", kernels::add_relu_blocked_kernel);
-}
-
-Tensor add_relu(const Tensor& self, const Tensor& other) {
-  QFLOW_OP_HANDLE("add_relu");
-  return call_tensor(op, {{"self", self}, {"other", other}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/add_relu.toml (Note [One declaration per op]).
+#include "core/ops/add_relu.inc"

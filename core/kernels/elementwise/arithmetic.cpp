@@ -222,74 +222,8 @@ Stack rdiv_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(arithmetic) {
-  using namespace kernels;
-  registry.def("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Add>, arith_kernel<Arith::Add>);
-  registry.def("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", arith_meta<Arith::Sub>, arith_kernel<Arith::Sub>);
-  registry.def("mul(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Mul>, arith_kernel<Arith::Mul>);
-  registry.def("div(Tensor self, Tensor other) -> Tensor", arith_meta<Arith::Div>, arith_kernel<Arith::Div>);
-  registry.def("add.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Add>, arith_scalar_kernel<Arith::Add>);
-  registry.def("sub.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Sub>, arith_scalar_kernel<Arith::Sub>);
-  registry.def("mul.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Mul>, arith_scalar_kernel<Arith::Mul>);
-  registry.def("div.Scalar(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, arith_scalar_kernel<Arith::Div>);
-  registry.def("rsub(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Sub>, rsub_kernel);
-  registry.def("rdiv(Tensor self, Scalar other) -> Tensor", arith_scalar_meta<Arith::Div>, rdiv_kernel);
-  registry.def("add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Add>);
-  registry.impl_blocked("add", arith_blocked_kernel<Arith::Add>);
-  registry.impl_blocked("mul", arith_blocked_kernel<Arith::Mul>);
-  registry.impl_blocked("div", arith_blocked_kernel<Arith::Div>);
-  registry.impl_blocked("add_", add_inplace_blocked_kernel);
-  registry.def("sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Sub>);
-  registry.def("mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Mul>);
-  registry.def("div_(Tensor(a!) self, Tensor other) -> Tensor(a!)", self_meta, arith_inplace_kernel<Arith::Div>);
-  registry.def("add_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Add>);
-  registry.def("sub_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Sub>);
-  registry.def("mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Mul>);
-  registry.def("div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", self_meta, arith_scalar_inplace_kernel<Arith::Div>);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  QFLOW_OP_HANDLE("add");
-  return call_tensor(op, {{"self", a}, {"other", b}, {"alpha", alpha}});
-}
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  QFLOW_OP_HANDLE("sub");
-  return call_tensor(op, {{"self", a}, {"other", b}, {"alpha", alpha}});
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("mul");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor div(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("div");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor add(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("add.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor sub(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("sub.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor mul(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("mul.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor div(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("div.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor rsub(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("rsub");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor rdiv(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("rdiv");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
 Tensor& add_(Tensor& s, const Tensor& o, const Scalar& alpha) {
   QFLOW_OP_HANDLE("add_");
   call_tensor(op, {{"self", s}, {"other", o}, {"alpha", alpha}});
@@ -332,3 +266,6 @@ Tensor& div_(Tensor& s, const Scalar& o) {
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/arithmetic.toml (Note [One declaration per op]).
+#include "core/ops/arithmetic.inc"

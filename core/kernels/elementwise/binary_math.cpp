@@ -147,31 +147,7 @@ Stack extremum_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(binary_math) {
-  using namespace kernels;
-  registry.def("pow(Tensor self, Tensor exponent) -> Tensor", pow_meta, pow_kernel);
-  registry.def("pow.Scalar(Tensor self, Scalar exponent) -> Tensor", pow_scalar_meta, pow_scalar_kernel);
-  registry.def("minimum(Tensor self, Tensor other) -> Tensor", extremum_meta<Extremum::Min>, extremum_kernel<Extremum::Min>);
-  registry.def("maximum(Tensor self, Tensor other) -> Tensor", extremum_meta<Extremum::Max>, extremum_kernel<Extremum::Max>);
-}
-
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor pow(const Tensor& x, const Tensor& e) {
-  QFLOW_OP_HANDLE("pow");
-  return call_tensor(op, {{"self", x}, {"exponent", e}});
-}
-Tensor pow(const Tensor& x, const Scalar& e) {
-  QFLOW_OP_HANDLE("pow.Scalar");
-  return call_tensor(op, {{"self", x}, {"exponent", e}});
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("minimum");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("maximum");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/binary_math.toml (Note [One declaration per op]).
+#include "core/ops/binary_math.inc"

@@ -190,25 +190,8 @@ Stack threshold_backward_blocked_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(clamp) {
-  using namespace kernels;
-  registry.def("relu(Tensor self) -> Tensor", relu_meta, relu_kernel);
-  registry.def("relu_(Tensor(a!) self) -> Tensor(a!)", self_meta, relu_inplace_kernel);
-  registry.def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", threshold_backward_meta,
-               threshold_backward_kernel);
-  registry.impl_blocked("relu", relu_blocked_kernel);
-  registry.impl_blocked("relu_", relu_inplace_blocked_kernel);
-  registry.impl_blocked("threshold_backward", threshold_backward_blocked_kernel);
-  registry.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", clamp_meta, clamp_kernel);
-  registry.def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", self_meta, clamp_inplace_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor relu(const Tensor& x) {
-  QFLOW_OP_HANDLE("relu");
-  return call_tensor(op, {{"self", x}});
-}
 Tensor& relu_(Tensor& x) {
   QFLOW_OP_HANDLE("relu_");
   call_tensor(op, {{"self", x}});
@@ -229,3 +212,6 @@ Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) 
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/clamp.toml (Note [One declaration per op]).
+#include "core/ops/clamp.inc"

@@ -147,76 +147,7 @@ Stack where_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(compare) {
-  using namespace kernels;
-  registry.def("eq(Tensor self, Tensor other) -> Tensor", cmp_meta<Cmp::Eq>, cmp_kernel<Cmp::Eq>);
-  registry.def("ne(Tensor self, Tensor other) -> Tensor", cmp_meta<Cmp::Ne>, cmp_kernel<Cmp::Ne>);
-  registry.def("lt(Tensor self, Tensor other) -> Tensor", cmp_meta<Cmp::Lt>, cmp_kernel<Cmp::Lt>);
-  registry.def("le(Tensor self, Tensor other) -> Tensor", cmp_meta<Cmp::Le>, cmp_kernel<Cmp::Le>);
-  registry.def("gt(Tensor self, Tensor other) -> Tensor", cmp_meta<Cmp::Gt>, cmp_kernel<Cmp::Gt>);
-  registry.def("ge(Tensor self, Tensor other) -> Tensor", cmp_meta<Cmp::Ge>, cmp_kernel<Cmp::Ge>);
-  registry.def("eq.Scalar(Tensor self, Scalar other) -> Tensor", cmp_scalar_meta, cmp_scalar_kernel<Cmp::Eq>);
-  registry.def("ne.Scalar(Tensor self, Scalar other) -> Tensor", cmp_scalar_meta, cmp_scalar_kernel<Cmp::Ne>);
-  registry.def("lt.Scalar(Tensor self, Scalar other) -> Tensor", cmp_scalar_meta, cmp_scalar_kernel<Cmp::Lt>);
-  registry.def("le.Scalar(Tensor self, Scalar other) -> Tensor", cmp_scalar_meta, cmp_scalar_kernel<Cmp::Le>);
-  registry.def("gt.Scalar(Tensor self, Scalar other) -> Tensor", cmp_scalar_meta, cmp_scalar_kernel<Cmp::Gt>);
-  registry.def("ge.Scalar(Tensor self, Scalar other) -> Tensor", cmp_scalar_meta, cmp_scalar_kernel<Cmp::Ge>);
-  registry.def("where(Tensor condition, Tensor self, Tensor other) -> Tensor", where_meta, where_kernel);
-}
-
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor eq(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("eq");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor ne(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("ne");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor lt(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("lt");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor le(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("le");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor gt(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("gt");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor ge(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("ge");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor eq(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("eq.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor ne(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("ne.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor lt(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("lt.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor le(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("le.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor gt(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("gt.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor ge(const Tensor& a, const Scalar& b) {
-  QFLOW_OP_HANDLE("ge.Scalar");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("where");
-  return call_tensor(op, {{"condition", c}, {"self", a}, {"other", b}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/compare.toml (Note [One declaration per op]).
+#include "core/ops/compare.inc"

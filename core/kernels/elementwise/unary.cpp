@@ -172,67 +172,7 @@ Stack math_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(unary) {
-  using namespace kernels;
-  registry.def("neg(Tensor self) -> Tensor", exact_meta<Exact::Neg>, exact_kernel<Exact::Neg>);
-  registry.impl_blocked("neg", neg_blocked_kernel);
-  registry.def("abs(Tensor self) -> Tensor", exact_meta<Exact::Abs>, exact_kernel<Exact::Abs>);
-  registry.def("sign(Tensor self) -> Tensor", exact_meta<Exact::Sign>, exact_kernel<Exact::Sign>);
-  registry.def("round(Tensor self) -> Tensor", exact_meta<Exact::Round>, exact_kernel<Exact::Round>);
-  registry.def("floor(Tensor self) -> Tensor", exact_meta<Exact::Floor>, exact_kernel<Exact::Floor>);
-  registry.def("exp(Tensor self) -> Tensor", math_meta, math_kernel<Math::Exp>);
-  registry.def("log(Tensor self) -> Tensor", math_meta, math_kernel<Math::Log>);
-  registry.def("sqrt(Tensor self) -> Tensor", math_meta, math_kernel<Math::Sqrt>);
-  registry.def("rsqrt(Tensor self) -> Tensor", math_meta, math_kernel<Math::Rsqrt>);
-  registry.def("sigmoid(Tensor self) -> Tensor", math_meta, math_kernel<Math::Sigmoid>);
-  registry.def("tanh(Tensor self) -> Tensor", math_meta, math_kernel<Math::Tanh>);
-}
-
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor neg(const Tensor& x) {
-  QFLOW_OP_HANDLE("neg");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor abs(const Tensor& x) {
-  QFLOW_OP_HANDLE("abs");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor sign(const Tensor& x) {
-  QFLOW_OP_HANDLE("sign");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor round(const Tensor& x) {
-  QFLOW_OP_HANDLE("round");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor floor(const Tensor& x) {
-  QFLOW_OP_HANDLE("floor");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor exp(const Tensor& x) {
-  QFLOW_OP_HANDLE("exp");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor log(const Tensor& x) {
-  QFLOW_OP_HANDLE("log");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor sqrt(const Tensor& x) {
-  QFLOW_OP_HANDLE("sqrt");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor rsqrt(const Tensor& x) {
-  QFLOW_OP_HANDLE("rsqrt");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor sigmoid(const Tensor& x) {
-  QFLOW_OP_HANDLE("sigmoid");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor tanh(const Tensor& x) {
-  QFLOW_OP_HANDLE("tanh");
-  return call_tensor(op, {{"self", x}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/unary.toml (Note [One declaration per op]).
+#include "core/ops/unary.inc"

@@ -302,46 +302,11 @@ Stack sum_to_blocked_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(reduce) {
-  using namespace kernels;
-  registry.def("sum(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", sum_meta, sum_kernel);
-  registry.def("mean(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", mean_meta, mean_kernel);
-  registry.def("var(Tensor self, int[] dim=[], bool unbiased=True, bool keepdim=False) -> Tensor", var_meta<false>,
-               var_kernel<false>);
-  registry.def("std(Tensor self, int[] dim=[], bool unbiased=True, bool keepdim=False) -> Tensor", var_meta<true>,
-               var_kernel<true>);
-  registry.def("logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor", logsumexp_meta, logsumexp_kernel);
-  registry.def("sum_to(Tensor self, int[] size) -> Tensor", sum_to_meta, sum_to_kernel);
-  registry.impl_blocked("sum_to", sum_to_blocked_kernel);
-  registry.def("mul_sum_to(Tensor self, Tensor other, int[] size) -> Tensor", mul_sum_to_meta, mul_sum_to_kernel);
-  registry.impl_blocked("mul_sum_to", mul_sum_to_blocked_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor sum(const Tensor& x, const IntList& dims, bool keepdim) {
-  QFLOW_OP_HANDLE("sum");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
-}
-Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
-  QFLOW_OP_HANDLE("mean");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
-}
-Tensor var(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
-  QFLOW_OP_HANDLE("var");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"unbiased", unbiased}, {"keepdim", keepdim}});
-}
-Tensor std(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
-  QFLOW_OP_HANDLE("std");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"unbiased", unbiased}, {"keepdim", keepdim}});
-}
 Tensor mul_sum_to(const Tensor& self, const Tensor& other, const IntList& sizes) {
   QFLOW_OP_HANDLE("mul_sum_to");
   return call_tensor(op, {{"self", self}, {"other", other}, {"size", sizes}});
-}
-Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
-  QFLOW_OP_HANDLE("logsumexp");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
 }
 // Shapes that already match skip the dispatcher: the engine calls this for every gradient.
 Tensor sum_to(const Tensor& x, const IntList& sizes) {
@@ -351,3 +316,6 @@ Tensor sum_to(const Tensor& x, const IntList& sizes) {
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/reduce.toml (Note [One declaration per op]).
+#include "core/ops/reduce.inc"

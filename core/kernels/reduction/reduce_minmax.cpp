@@ -225,24 +225,6 @@ Stack select_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(reduce_minmax) {
-  using namespace kernels;
-  registry.def("max.all(Tensor self) -> Tensor", all_meta<true>, all_kernel<true>);
-  registry.def("min.all(Tensor self) -> Tensor", all_meta<false>, all_kernel<false>);
-  registry.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", dim_meta<true>,
-               dim_kernel<true>);
-  registry.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", dim_meta<false>,
-               dim_kernel<false>);
-  registry.def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", arg_meta<true>, arg_kernel<true>);
-  registry.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", arg_meta<false>, arg_kernel<false>);
-  registry.def("amax(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", amax_meta<true>, amax_kernel<true>);
-  registry.def("amin(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor", amax_meta<false>, amax_kernel<false>);
-  registry.impl_blocked("amax", amax_blocked_kernel<true>);
-  registry.impl_blocked("amin", amax_blocked_kernel<false>);
-  registry.def("value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, int[] sizes, bool keepdim) -> Tensor",
-               select_backward_meta, select_backward_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
 namespace {
@@ -252,14 +234,6 @@ std::tuple<Tensor, Tensor> values_indices(const OpHandle& op, NamedArgs args) {
 }
 }  // namespace
 
-Tensor max(const Tensor& x) {
-  QFLOW_OP_HANDLE("max.all");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor min(const Tensor& x) {
-  QFLOW_OP_HANDLE("min.all");
-  return call_tensor(op, {{"self", x}});
-}
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   QFLOW_OP_HANDLE("max.dim");
   return values_indices(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
@@ -268,21 +242,8 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   QFLOW_OP_HANDLE("min.dim");
   return values_indices(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
 }
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  QFLOW_OP_HANDLE("argmax");
-  return call_tensor(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
-}
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  QFLOW_OP_HANDLE("argmin");
-  return call_tensor(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
-}
-Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
-  QFLOW_OP_HANDLE("amax");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
-}
-Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
-  QFLOW_OP_HANDLE("amin");
-  return call_tensor(op, {{"self", x}, {"dim", dims}, {"keepdim", keepdim}});
-}
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/reduce_minmax.toml (Note [One declaration per op]).
+#include "core/ops/reduce_minmax.inc"

@@ -213,33 +213,14 @@ Stack softmax_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(softmax) {
-  using namespace kernels;
-  registry.def("softmax(Tensor self, int dim) -> Tensor", softmax_meta<false>, softmax_kernel<false>);
-  registry.def("log_softmax(Tensor self, int dim) -> Tensor", softmax_meta<true>, softmax_kernel<true>);
-  registry.def("softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor", softmax_backward_meta<false>,
-               softmax_backward_kernel<false>);
-  registry.def("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor",
-               softmax_backward_meta<true>, softmax_backward_kernel<true>);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  QFLOW_OP_HANDLE("softmax");
-  return call_tensor(op, {{"self", x}, {"dim", dim}});
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  QFLOW_OP_HANDLE("log_softmax");
-  return call_tensor(op, {{"self", x}, {"dim", dim}});
-}
-Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
-  QFLOW_OP_HANDLE("softmax_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"output", output}, {"dim", dim}});
-}
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
   QFLOW_OP_HANDLE("log_softmax_backward");
   return call_tensor(op, {{"grad_output", grad_output}, {"output", output}, {"dim", dim}});
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/softmax.toml (Note [One declaration per op]).
+#include "core/ops/softmax.inc"

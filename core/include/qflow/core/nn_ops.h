@@ -11,6 +11,8 @@
 #include <tuple>
 
 #include "qflow/core/tensor.h"
+#include "qflow/core/ops/softmax.h"
+#include "qflow/core/ops/add_relu.h"
 #include "qflow/core/ops/activation.h"
 
 namespace qflow {
@@ -63,18 +65,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
 /// grad_output where self > threshold, 0 elsewhere: relu's gradient from its output (and
 /// the one kernel that joins a plain gradient to blocked activations, Note [Opaque layouts]).
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);
-/// relu(self + other) in one pass (broadcasting like add), equal to the pair bit for bit: the
-/// residual connection of a ResNet block.
-Tensor add_relu(const Tensor& self, const Tensor& other);
 
 // ---- softmax -----------------------------------------------------------------------------------
 
-/// exp(x - max) / sum(exp(x - max)) along `dim` (stable for any magnitude).
-Tensor softmax(const Tensor& x, int64_t dim);
-/// x - max - log(sum(exp(x - max))) along `dim`.
-Tensor log_softmax(const Tensor& x, int64_t dim);
-/// grad_input = output * (grad_output - sum(grad_output * output, dim)).
-Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
 /// grad_input = grad_output - exp(output) * sum(grad_output, dim).
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
 

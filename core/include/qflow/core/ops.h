@@ -5,24 +5,17 @@
 #include <tuple>
 
 #include "qflow/core/tensor.h"
+#include "qflow/core/ops/reduce.h"
+#include "qflow/core/ops/reduce_minmax.h"
+#include "qflow/core/ops/clamp.h"
+#include "qflow/core/ops/binary_math.h"
+#include "qflow/core/ops/arithmetic.h"
+#include "qflow/core/ops/compare.h"
+#include "qflow/core/ops/unary.h"
 
 namespace qflow {
 
 // ---- element-wise binary (broadcasting, PyTorch type promotion) ------------------------
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a + alpha * b
-Tensor add(const Tensor& a, const Scalar& b);                            // "add.Scalar"
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
-Tensor sub(const Tensor& a, const Scalar& b);
-Tensor rsub(const Tensor& a, const Scalar& b);                           // b - a
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Scalar& b);
-Tensor div(const Tensor& a, const Tensor& b);                            // true division
-Tensor div(const Tensor& a, const Scalar& b);
-Tensor rdiv(const Tensor& a, const Scalar& b);                           // b / a
-Tensor pow(const Tensor& a, const Tensor& exponent);
-Tensor pow(const Tensor& a, const Scalar& exponent);
-Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
 Tensor& add_(Tensor& self, const Scalar& other);
 Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
@@ -33,53 +26,15 @@ Tensor& div_(Tensor& self, const Tensor& other);
 Tensor& div_(Tensor& self, const Scalar& other);
 
 // ---- comparisons → bool -----------------------------------------------------------------
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Scalar& b);
-Tensor ne(const Tensor& a, const Scalar& b);
-Tensor lt(const Tensor& a, const Scalar& b);
-Tensor le(const Tensor& a, const Scalar& b);
-Tensor gt(const Tensor& a, const Scalar& b);
-Tensor ge(const Tensor& a, const Scalar& b);
-/// cond ? a : b, broadcasting all three.
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- element-wise unary -------------------------------------------------------------------
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor relu(const Tensor& x);
 Tensor& relu_(Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sign(const Tensor& x);
-/// Round half to even (like PyTorch and NumPy).
-Tensor round(const Tensor& x);
-Tensor floor(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 // ---- reductions (dims empty = all) ----------------------------------------------------------
-Tensor sum(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
-Tensor mean(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
-Tensor var(const Tensor& x, const IntList& dims = {}, bool unbiased = true, bool keepdim = false);
-Tensor std(const Tensor& x, const IntList& dims = {}, bool unbiased = true, bool keepdim = false);
-Tensor max(const Tensor& x);  // "max.all"
-Tensor min(const Tensor& x);  // "min.all"
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
-Tensor amax(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
-Tensor amin(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
-Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
 /// Sums `x` down to `sizes` (the inverse of broadcasting; used by gradients).
 Tensor sum_to(const Tensor& x, const IntList& sizes);
 /// sum_to(self * other, sizes) for self and other of one shape, without writing the product
