@@ -22,9 +22,10 @@
 # to stringify back, with defaults and optional/list types spelled in a macro DSL that reads
 # worse than the schema and errs in preprocessor messages. PyTorch does the same
 # (native_functions.yaml). TOML because Python reads it with its standard library (tomllib).
-# Families move to declarations one at a time (core/ops/*.toml: the element-wise ops, pooling,
-# softmax and the reductions so far); the other ops still register by hand as ARCHITECTURE.md §3
-# describes, and the run-time coverage tests check both kinds.
+# Every op of core and quant is declared (core/ops/*.toml, quant/ops/*.toml); core's also make
+# the Tensor methods (tensor_methods.h, included inside class Tensor). The derivatives, ONNX
+# converters and CUDA kernels still register from their layers, and the run-time coverage
+# tests check them.
 find_package(Python3 3.11 REQUIRED COMPONENTS Interpreter)  # tomllib: tools/gen-ops
 set(QFLOW_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
 
@@ -39,9 +40,15 @@ function(qflow_generate_ops layer)
     list(APPEND _outputs ${QFLOW_GENERATED_DIR}/include/qflow/${layer}/ops/${_family}.h
                          ${QFLOW_GENERATED_DIR}/${layer}/ops/${_family}.inc)
   endforeach()
+  # core's ops also make the Tensor methods (a fragment class Tensor includes).
+  set(_methods)
+  if(layer STREQUAL "core")
+    set(_methods --methods)
+    list(APPEND _outputs ${QFLOW_GENERATED_DIR}/include/qflow/core/ops/tensor_methods.h)
+  endif()
   add_custom_command(OUTPUT ${_outputs}
                      COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/gen-ops --layer ${layer}
-                             --src ${CMAKE_CURRENT_SOURCE_DIR} --out ${QFLOW_GENERATED_DIR} ${_decls}
+                             --src ${CMAKE_CURRENT_SOURCE_DIR} --out ${QFLOW_GENERATED_DIR} ${_methods} ${_decls}
                      DEPENDS ${_decls} ${PROJECT_SOURCE_DIR}/tools/gen-ops
                      COMMENT "gen-ops: the ${layer} layer's op declarations"
                      VERBATIM)

@@ -83,97 +83,10 @@ uint64_t Tensor::version() const {
   return s ? s->version() : 0;
 }
 
-// ---- views and copies ----------------------------------------------------------------------
-Tensor Tensor::view(const SymIntList& s) const { return qflow::view(*this, s); }
-Tensor Tensor::reshape(const SymIntList& s) const { return qflow::reshape(*this, s); }
-Tensor Tensor::permute(const IntList& d) const { return qflow::permute(*this, d); }
-Tensor Tensor::transpose(int64_t a, int64_t b) const { return qflow::transpose(*this, a, b); }
-Tensor Tensor::t() const { return qflow::t(*this); }
-Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return qflow::narrow(*this, d, s, l); }
+// ---- the methods written by hand (the declared ops' are generated: Note [One declaration per op])
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t> e, int64_t st) const { return qflow::slice(*this, d, s, e, st); }
-Tensor Tensor::select(int64_t d, int64_t i) const { return qflow::select(*this, d, i); }
-Tensor Tensor::squeeze() const { return qflow::squeeze(*this); }
-Tensor Tensor::squeeze(int64_t d) const { return qflow::squeeze(*this, d); }
-Tensor Tensor::unsqueeze(int64_t d) const { return qflow::unsqueeze(*this, d); }
-Tensor Tensor::expand(const SymIntList& s) const { return qflow::expand(*this, s); }
 Tensor Tensor::expand_as(const Tensor& o) const { return qflow::expand(*this, o.sym_sizes()); }
-Tensor Tensor::flatten(int64_t s, int64_t e) const { return qflow::flatten(*this, s, e); }
-Tensor Tensor::contiguous() const { return qflow::contiguous(*this); }
-Tensor Tensor::clone() const { return qflow::clone(*this); }
 Tensor Tensor::to(DType d) const { return qflow::to_dtype(*this, d); }
-Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return qflow::index_select(*this, d, i); }
-Tensor& Tensor::copy_(const Tensor& s) { return qflow::copy_(*this, s); }
-Tensor& Tensor::fill_(const Scalar& v) { return qflow::fill_(*this, v); }
-Tensor& Tensor::zero_() { return qflow::zero_(*this); }
-
-// ---- element-wise ------------------------------------------------------------------------------
-Tensor Tensor::add(const Tensor& o, const Scalar& a) const { return qflow::add(*this, o, a); }
-Tensor Tensor::add(const Scalar& o) const { return qflow::add(*this, o); }
-Tensor Tensor::sub(const Tensor& o, const Scalar& a) const { return qflow::sub(*this, o, a); }
-Tensor Tensor::sub(const Scalar& o) const { return qflow::sub(*this, o); }
-Tensor Tensor::mul(const Tensor& o) const { return qflow::mul(*this, o); }
-Tensor Tensor::mul(const Scalar& o) const { return qflow::mul(*this, o); }
-Tensor Tensor::div(const Tensor& o) const { return qflow::div(*this, o); }
-Tensor Tensor::div(const Scalar& o) const { return qflow::div(*this, o); }
-Tensor& Tensor::add_(const Tensor& o, const Scalar& a) { return qflow::add_(*this, o, a); }
-Tensor& Tensor::add_(const Scalar& o) { return qflow::add_(*this, o); }
-Tensor& Tensor::sub_(const Tensor& o, const Scalar& a) { return qflow::sub_(*this, o, a); }
-Tensor& Tensor::sub_(const Scalar& o) { return qflow::sub_(*this, o); }
-Tensor& Tensor::mul_(const Tensor& o) { return qflow::mul_(*this, o); }
-Tensor& Tensor::mul_(const Scalar& o) { return qflow::mul_(*this, o); }
-Tensor& Tensor::div_(const Tensor& o) { return qflow::div_(*this, o); }
-Tensor& Tensor::div_(const Scalar& o) { return qflow::div_(*this, o); }
-Tensor Tensor::neg() const { return qflow::neg(*this); }
-Tensor Tensor::abs() const { return qflow::abs(*this); }
-Tensor Tensor::exp() const { return qflow::exp(*this); }
-Tensor Tensor::log() const { return qflow::log(*this); }
-Tensor Tensor::sqrt() const { return qflow::sqrt(*this); }
-Tensor Tensor::rsqrt() const { return qflow::rsqrt(*this); }
-Tensor Tensor::pow(const Tensor& e) const { return qflow::pow(*this, e); }
-Tensor Tensor::pow(const Scalar& e) const { return qflow::pow(*this, e); }
-Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return qflow::clamp(*this, lo, hi); }
-Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) { return qflow::clamp_(*this, lo, hi); }
-Tensor Tensor::minimum(const Tensor& o) const { return qflow::minimum(*this, o); }
-Tensor Tensor::maximum(const Tensor& o) const { return qflow::maximum(*this, o); }
-Tensor Tensor::relu() const { return qflow::relu(*this); }
-Tensor& Tensor::relu_() { return qflow::relu_(*this); }
-Tensor Tensor::sigmoid() const { return qflow::sigmoid(*this); }
-Tensor Tensor::tanh() const { return qflow::tanh(*this); }
-Tensor Tensor::sign() const { return qflow::sign(*this); }
-Tensor Tensor::round() const { return qflow::round(*this); }
-Tensor Tensor::floor() const { return qflow::floor(*this); }
-Tensor Tensor::eq(const Tensor& o) const { return qflow::eq(*this, o); }
-Tensor Tensor::eq(const Scalar& o) const { return qflow::eq(*this, o); }
-Tensor Tensor::ne(const Tensor& o) const { return qflow::ne(*this, o); }
-Tensor Tensor::ne(const Scalar& o) const { return qflow::ne(*this, o); }
-Tensor Tensor::lt(const Tensor& o) const { return qflow::lt(*this, o); }
-Tensor Tensor::lt(const Scalar& o) const { return qflow::lt(*this, o); }
-Tensor Tensor::le(const Tensor& o) const { return qflow::le(*this, o); }
-Tensor Tensor::le(const Scalar& o) const { return qflow::le(*this, o); }
-Tensor Tensor::gt(const Tensor& o) const { return qflow::gt(*this, o); }
-Tensor Tensor::gt(const Scalar& o) const { return qflow::gt(*this, o); }
-Tensor Tensor::ge(const Tensor& o) const { return qflow::ge(*this, o); }
-Tensor Tensor::ge(const Scalar& o) const { return qflow::ge(*this, o); }
-
-// ---- reductions ------------------------------------------------------------------------------
-Tensor Tensor::sum(const IntList& d, bool k) const { return qflow::sum(*this, d, k); }
-Tensor Tensor::mean(const IntList& d, bool k) const { return qflow::mean(*this, d, k); }
-Tensor Tensor::var(const IntList& d, bool u, bool k) const { return qflow::var(*this, d, u, k); }
-Tensor Tensor::std(const IntList& d, bool u, bool k) const { return qflow::std(*this, d, u, k); }
-Tensor Tensor::max() const { return qflow::max(*this); }
-Tensor Tensor::min() const { return qflow::min(*this); }
-std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool k) const { return qflow::max(*this, d, k); }
-std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool k) const { return qflow::min(*this, d, k); }
-Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return qflow::argmax(*this, d, k); }
-Tensor Tensor::argmin(std::optional<int64_t> d, bool k) const { return qflow::argmin(*this, d, k); }
-Tensor Tensor::amax(const IntList& d, bool k) const { return qflow::amax(*this, d, k); }
-Tensor Tensor::amin(const IntList& d, bool k) const { return qflow::amin(*this, d, k); }
-Tensor Tensor::logsumexp(const IntList& d, bool k) const { return qflow::logsumexp(*this, d, k); }
-
-// ---- linear algebra ----------------------------------------------------------------------------
-Tensor Tensor::matmul(const Tensor& o) const { return qflow::matmul(*this, o); }
-Tensor Tensor::mm(const Tensor& o) const { return qflow::mm(*this, o); }
-Tensor Tensor::bmm(const Tensor& o) const { return qflow::bmm(*this, o); }
 
 // ---- operators --------------------------------------------------------------------------------
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

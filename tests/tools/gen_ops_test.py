@@ -33,7 +33,7 @@ doc = "Two copies."
 
 
 class GenOpsTest(unittest.TestCase):
-    def run_gen(self, toml, kernel_text=KERNELS, family="fam", include=True):
+    def run_gen(self, toml, kernel_text=KERNELS, family="fam", include=True, methods=False):
         if hasattr(self, "tmp"):
             self.tmp.cleanup()
         self.tmp = tempfile.TemporaryDirectory()
@@ -46,7 +46,8 @@ class GenOpsTest(unittest.TestCase):
         with open(os.path.join(d, "src", "kernels", "scaled.cpp"), "w") as f:
             f.write(kernel_text + (f'\n#include "core/ops/{family}.inc"\n' if include else ""))
         r = subprocess.run([sys.executable, GEN_OPS, "--layer", "core", "--src", os.path.join(d, "src"),
-                            "--out", os.path.join(d, "out"), path], capture_output=True, text=True)
+                            "--out", os.path.join(d, "out")] + (["--methods"] if methods else []) + [path],
+                           capture_output=True, text=True)
         return r, os.path.join(d, "out")
 
     def tearDown(self):
@@ -71,6 +72,46 @@ class GenOpsTest(unittest.TestCase):
         self.assertIn("scaled_pair_meta, scaled_pair_kernel);", inc)
         self.assertIn("using namespace ::qflow::kernels;", inc)
         self.assertIn('static const OpHandle op("scaled");', inc)
+
+    def test_device_declarations_become_registrations(self):
+        toml = GOOD + """
+[moved]
+schema = "moved(Tensor self, ScalarType dtype=uint8) -> Tensor"
+doc = "self converted."
+mixes_devices = true
+no_cuda = "the CPU's \\"int8\\" plans only"
+"""
+        r, out = self.run_gen(toml)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Tensor moved(const Tensor& self, DType dtype = DType::UInt8);",
+                      self.read(out, "include", "qflow", "core", "ops", "fam.h"))
+        inc = self.read(out, "core", "ops", "fam.inc")
+        self.assertIn('registry.mixes_devices("moved");', inc)
+        self.assertIn('registry.no_kernel({"moved"}, ::qflow::DeviceType::CUDA, "the CPU\'s \\"int8\\" plans only");', inc)
+
+    def test_tensor_methods(self):
+        toml = GOOD.replace('kernel = "scaled_kernel<2>"', 'kernel = "scaled_kernel<2>"\nmethod = true') + """
+[scaled_]
+schema = "scaled_(Tensor(a!) self, float factor=0.5) -> Tensor(a!)"
+doc = "self times factor, in place."
+method = true
+"""
+        r, out = self.run_gen(toml, methods=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        methods = self.read(out, "include", "qflow", "core", "ops", "tensor_methods.h")
+        # Without self; const unless the op writes self.
+        self.assertIn("  /// self times factor.\n  Tensor scaled(double factor = 0.5, const IntList& window = {1}, "
+                      "const std::optional<Scalar>& fill = std::nullopt) const;", methods)
+        self.assertIn("  Tensor& scaled_(double factor = 0.5);", methods)
+        inc = self.read(out, "core", "ops", "fam.inc")
+        self.assertIn("Tensor Tensor::scaled(double factor, const IntList& window, const std::optional<Scalar>& fill) const "
+                      "{ return ::qflow::scaled(*this, factor, window, fill); }", inc)
+        self.assertIn("Tensor& Tensor::scaled_(double factor) { return ::qflow::scaled_(*this, factor); }", inc)
+        # Only core's ops are methods (--methods), and a method needs `Tensor self` and a typed function.
+        self.assertIn("only core's ops can be", self.error_of(toml))
+        self.assertIn("must be `Tensor self`",
+                      self.error_of(toml.replace('scaled_(Tensor(a!) self', 'scaled_(Tensor(a!) other'), methods=True))
+        self.assertIn("has no typed function", self.error_of(toml + "api = false\n", methods=True))
 
     def error_of(self, toml, **kw):
         r, _ = self.run_gen(toml, **kw)

@@ -114,22 +114,6 @@ Stack conv2d_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(conv) {
-  using namespace kernels;
-  registry.def(
-      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
-      "int groups=1) -> Tensor",
-      conv2d_meta<false>, conv2d_kernel<false>);
-  registry.def(
-      "conv2d_relu(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
-      "int groups=1) -> Tensor",
-      conv2d_meta<true>, conv2d_kernel<true>);
-  // One kernel for both layouts: its oneDNN plan takes the input's layout as it is and chooses
-  // the output's (Note [oneDNN convolution]), so the blocked key runs the same function.
-  registry.impl_blocked("conv2d", conv2d_kernel<false>);
-  registry.impl_blocked("conv2d_relu", conv2d_kernel<true>);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
 namespace {
@@ -165,3 +149,6 @@ std::string conv2d_kernel_name(const std::vector<int64_t>& input_sizes, const st
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/conv.toml (Note [One declaration per op]).
+#include "core/ops/conv.inc"

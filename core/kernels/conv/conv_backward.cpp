@@ -167,17 +167,6 @@ Stack conv2d_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(conv_backward) {
-  using namespace kernels;
-  registry.def(
-      "conv2d_backward(Tensor grad_output, Tensor input, Tensor weight, int[2] stride, int[2] padding, int[2] dilation, "
-      "int groups, bool input_grad=True, bool weight_grad=True, bool bias_grad=True) -> (Tensor grad_input, Tensor "
-      "grad_weight, Tensor grad_bias)",
-      conv2d_backward_meta, conv2d_backward_kernel);
-  // One kernel for both layouts, as conv2d's (its oneDNN plans take the layouts they are given).
-  registry.impl_blocked("conv2d_backward", conv2d_backward_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -192,3 +181,6 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/conv_backward.toml (Note [One declaration per op]).
+#include "core/ops/conv_backward.inc"

@@ -186,25 +186,6 @@ Stack quantized_conv_add_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(quantized_conv) {
-  registry.def(
-      "quantized_conv2d(Tensor input, Tensor weight, Tensor output_scale, Tensor? bias=None, int input_zero_point=0, "
-      "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, bool relu=False, Tensor? add=None, "
-      "ScalarType dtype=float32, int output_zero_point=0, int output_min=0, int output_max=0) -> Tensor",
-      kernels::quantized_conv_meta, kernels::quantized_conv_kernel);
-  registry.def(
-      "quantized_conv2d_add_(Tensor(a!) self, Tensor input, Tensor weight, Tensor output_scale, Tensor? bias=None, "
-      "int input_zero_point=0, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, bool relu=False) "
-      "-> Tensor(a!)",
-      kernels::quantized_conv_add_meta, kernels::quantized_conv_add_kernel);
-  // One kernel for both layouts: the int8 plan takes the input's layout as it is.
-  registry.impl_blocked("quantized_conv2d", kernels::quantized_conv_kernel);
-  registry.impl_blocked("quantized_conv2d_add_", kernels::quantized_conv_add_kernel);
-  // A deployed model runs int8 on the CPU (oneDNN); on a GPU it would run its float simulation.
-  registry.no_kernel({"quantized_conv2d", "quantized_conv2d_add_"}, DeviceType::CUDA,
-                     "int8 deployment runs on the CPU (oneDNN); move the deployed model to the cpu");
-}
-
 Tensor quantized_conv2d(const Tensor& input, const Tensor& weight, const Tensor& output_scale, const Tensor& bias,
                         int64_t input_zero_point, const IntList& stride, const IntList& padding, const IntList& dilation,
                         int64_t groups, bool relu, const Tensor& add, const QuantizedOutput& output) {
@@ -229,3 +210,6 @@ Tensor& quantized_conv2d_add_(Tensor& self, const Tensor& input, const Tensor& w
 }
 
 }  // namespace qflow
+
+// The registration of core/ops/quantized_conv.toml (Note [One declaration per op]).
+#include "core/ops/quantized_conv.inc"

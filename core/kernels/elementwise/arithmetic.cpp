@@ -222,49 +222,6 @@ Stack rdiv_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor& add_(Tensor& s, const Tensor& o, const Scalar& alpha) {
-  QFLOW_OP_HANDLE("add_");
-  call_tensor(op, {{"self", s}, {"other", o}, {"alpha", alpha}});
-  return s;
-}
-Tensor& sub_(Tensor& s, const Tensor& o, const Scalar& alpha) {
-  QFLOW_OP_HANDLE("sub_");
-  call_tensor(op, {{"self", s}, {"other", o}, {"alpha", alpha}});
-  return s;
-}
-Tensor& mul_(Tensor& s, const Tensor& o) {
-  QFLOW_OP_HANDLE("mul_");
-  call_tensor(op, {{"self", s}, {"other", o}});
-  return s;
-}
-Tensor& div_(Tensor& s, const Tensor& o) {
-  QFLOW_OP_HANDLE("div_");
-  call_tensor(op, {{"self", s}, {"other", o}});
-  return s;
-}
-Tensor& add_(Tensor& s, const Scalar& o) {
-  QFLOW_OP_HANDLE("add_.Scalar");
-  call_tensor(op, {{"self", s}, {"other", o}});
-  return s;
-}
-Tensor& sub_(Tensor& s, const Scalar& o) {
-  QFLOW_OP_HANDLE("sub_.Scalar");
-  call_tensor(op, {{"self", s}, {"other", o}});
-  return s;
-}
-Tensor& mul_(Tensor& s, const Scalar& o) {
-  QFLOW_OP_HANDLE("mul_.Scalar");
-  call_tensor(op, {{"self", s}, {"other", o}});
-  return s;
-}
-Tensor& div_(Tensor& s, const Scalar& o) {
-  QFLOW_OP_HANDLE("div_.Scalar");
-  call_tensor(op, {{"self", s}, {"other", o}});
-  return s;
-}
-
 }  // namespace qflow
 
 // The registration and typed functions of core/ops/arithmetic.toml (Note [One declaration per op]).

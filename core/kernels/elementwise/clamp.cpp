@@ -190,27 +190,6 @@ Stack threshold_backward_blocked_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor& relu_(Tensor& x) {
-  QFLOW_OP_HANDLE("relu_");
-  call_tensor(op, {{"self", x}});
-  return x;
-}
-Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
-  QFLOW_OP_HANDLE("threshold_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"self", self}, {"threshold", threshold}});
-}
-Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  QFLOW_OP_HANDLE("clamp");
-  return call_tensor(op, {{"self", x}, {"min", min}, {"max", max}});
-}
-Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  QFLOW_OP_HANDLE("clamp_");
-  call_tensor(op, {{"self", x}, {"min", min}, {"max", max}});
-  return x;
-}
-
 }  // namespace qflow
 
 // The registration and typed functions of core/ops/clamp.toml (Note [One declaration per op]).

@@ -184,32 +184,7 @@ Stack matmul_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(linalg) {
-  using namespace kernels;
-  registry.def("mm(Tensor self, Tensor mat2) -> Tensor", mm_meta, mm_kernel);
-  registry.def("bmm(Tensor self, Tensor mat2) -> Tensor", bmm_meta, bmm_kernel);
-  registry.def("matmul(Tensor self, Tensor other) -> Tensor", matmul_meta, matmul_kernel);
-  registry.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", addmm_meta,
-               addmm_kernel);
-}
-
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor mm(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("mm");
-  return call_tensor(op, {{"self", a}, {"mat2", b}});
-}
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("bmm");
-  return call_tensor(op, {{"self", a}, {"mat2", b}});
-}
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  QFLOW_OP_HANDLE("matmul");
-  return call_tensor(op, {{"self", a}, {"other", b}});
-}
-Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  QFLOW_OP_HANDLE("addmm");
-  return call_tensor(op, {{"self", self}, {"mat1", a}, {"mat2", b}, {"beta", beta}, {"alpha", alpha}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/linalg.toml (Note [One declaration per op]).
+#include "core/ops/linalg.inc"

@@ -144,13 +144,6 @@ Stack augment_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(augment) {
-  registry.def(
-      "random_crop_flip_normalize(Tensor images, Tensor indices, int seed, int[] crop_size=[], int padding=0, "
-      "int fill=0, float? flip_p=None, bool flip_first=False, Tensor? mean=None, Tensor? std=None) -> Tensor",
-      kernels::augment_meta, kernels::augment_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 Tensor random_crop_flip_normalize(const Tensor& images, const Tensor& indices, uint64_t seed,
                                   const CropFlipNormalizeOptions& options, const Tensor& mean, const Tensor& std) {
@@ -170,3 +163,6 @@ Tensor random_crop_flip_normalize(const Tensor& images, const Tensor& indices, u
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/augment.toml (Note [One declaration per op]).
+#include "core/ops/augment.inc"

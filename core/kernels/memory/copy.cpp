@@ -134,22 +134,6 @@ void copy_tensor(const Tensor& dst, const Tensor& src) { copy_into(dst, src); }
 
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(copy) {
-  using namespace kernels;
-  registry.def("to(Tensor self, ScalarType dtype) -> Tensor", to_meta, to_kernel);
-  registry.def("clone(Tensor self) -> Tensor", same_meta, clone_kernel);
-  registry.def("contiguous(Tensor(a) self) -> Tensor(a)", same_meta, contiguous_kernel);
-  registry.def("copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)", same_meta, copy__kernel);
-  registry.def("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)", same_meta, fill__kernel);
-  registry.def("zero_(Tensor(a!) self) -> Tensor(a!)", same_meta, zero__kernel);
-  registry.def("detach(Tensor(a) self) -> Tensor(a)", same_meta, detach_kernel);
-  registry.def("item(Tensor self) -> Scalar", no_tensor_meta, item_kernel);
-  registry.def("to_device(Tensor self, str device) -> Tensor", to_device_meta, to_device_kernel);
-  // Both copy their argument to or from the host themselves (Note [Kernels per device]).
-  registry.device_generic({"to_device", "item", "detach"});
-  registry.mixes_devices("copy_");
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 Tensor to_device(const Tensor& x, Device device) {
   static const OpHandle op("to_device");
@@ -162,28 +146,8 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
   static const OpHandle op("to");
   return call_tensor(op, {{"self", x}, {"dtype", dtype}});
 }
-Tensor clone(const Tensor& x) {
-  static const OpHandle op("clone");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor contiguous(const Tensor& x) {
-  static const OpHandle op("contiguous");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor& copy_(Tensor& self, const Tensor& src) {
-  static const OpHandle op("copy_");
-  call_tensor(op, {{"self", self}, {"src", src}});
-  return self;
-}
-Tensor& fill_(Tensor& self, const Scalar& value) {
-  static const OpHandle op("fill_");
-  call_tensor(op, {{"self", self}, {"value", value}});
-  return self;
-}
-Tensor& zero_(Tensor& self) {
-  static const OpHandle op("zero_");
-  call_tensor(op, {{"self", self}});
-  return self;
-}
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/copy.toml (Note [One declaration per op]).
+#include "core/ops/copy.inc"

@@ -68,14 +68,6 @@ Stack linspace_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(factory) {
-  using namespace kernels;
-  registry.def("empty(int[] size, ScalarType dtype=float32) -> Tensor", sized_meta, empty_kernel);
-  registry.def("full(int[] size, Scalar fill_value, ScalarType dtype=float32) -> Tensor", full_meta, full_kernel);
-  registry.def("arange(Scalar start, Scalar end, Scalar step=1, ScalarType dtype=int64) -> Tensor", arange_meta, arange_kernel);
-  registry.def("linspace(float start, float end, int steps, ScalarType dtype=float32) -> Tensor", linspace_meta, linspace_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 Tensor empty(const IntList& sizes, DType dtype, Device device) {
   if (!device.is_cpu()) {
@@ -111,10 +103,6 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   const bool integral = start.is_integral() && end.is_integral() && step.is_integral();
   return call_tensor(op, {{"start", start}, {"end", end}, {"step", step},
                           {"dtype", dtype.value_or(integral ? DType::Int64 : DType::Float32)}});
-}
-Tensor linspace(double start, double end, int64_t steps, DType dtype) {
-  QFLOW_OP_HANDLE("linspace");
-  return call_tensor(op, {{"start", start}, {"end", end}, {"steps", steps}, {"dtype", dtype}});
 }
 
 template <typename T>
@@ -174,3 +162,6 @@ QFLOW_INSTANTIATE_VECTOR_IO(double)
 #undef QFLOW_INSTANTIATE_VECTOR_IO
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/factory.toml (Note [One declaration per op]).
+#include "core/ops/factory.inc"

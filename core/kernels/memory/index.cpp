@@ -302,31 +302,7 @@ Stack index_add_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(index) {
-  using namespace kernels;
-  registry.def("cat(Tensor[] tensors, int dim=0) -> Tensor", cat_meta, cat_kernel);
-  registry.def("stack(Tensor[] tensors, int dim=0) -> Tensor", stack_meta, stack_kernel);
-  registry.def("index_select(Tensor self, int dim, Tensor index) -> Tensor", index_select_meta, index_select_kernel);
-  registry.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", index_add_meta,
-               index_add_kernel);
-}
-
-// ---- typed API --------------------------------------------------------------------------------
-Tensor cat(const TensorList& ts, int64_t dim) {
-  QFLOW_OP_HANDLE("cat");
-  return call_tensor(op, {{"tensors", ts}, {"dim", dim}});
-}
-Tensor stack(const TensorList& ts, int64_t dim) {
-  QFLOW_OP_HANDLE("stack");
-  return call_tensor(op, {{"tensors", ts}, {"dim", dim}});
-}
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  QFLOW_OP_HANDLE("index_select");
-  return call_tensor(op, {{"self", x}, {"dim", dim}, {"index", index}});
-}
-Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
-  QFLOW_OP_HANDLE("index_add");
-  return call_tensor(op, {{"self", self}, {"dim", dim}, {"index", index}, {"source", source}, {"alpha", alpha}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/index.toml (Note [One declaration per op]).
+#include "core/ops/index.inc"

@@ -255,16 +255,6 @@ Stack randperm_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(random) {
-  using namespace kernels;
-  registry.def("rand(int[] size, ScalarType dtype=float32) -> Tensor", float_meta<false>, float_kernel<false>);
-  registry.def("randn(int[] size, ScalarType dtype=float32) -> Tensor", float_meta<true>, float_kernel<true>);
-  registry.def("randint(int low, int high, int[] size, ScalarType dtype=int64) -> Tensor", randint_meta, randint_kernel);
-  registry.def("randperm(int n) -> Tensor", randperm_meta, randperm_kernel);
-  registry.def("rand_like(Tensor self) -> Tensor", float_like_meta<false>, float_like_kernel<false>);
-  registry.def("randn_like(Tensor self) -> Tensor", float_like_meta<true>, float_like_kernel<true>);
-}
-
 // ---- typed API: the generator travels in a GeneratorGuard (see Note [Passing the generator]) ----
 
 Tensor rand(const IntList& sizes, DType dtype, Generator* gen, Device device) {
@@ -299,3 +289,6 @@ Tensor randn_like(const Tensor& t, Generator* gen) {
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/random.toml (Note [One declaration per op]).
+#include "core/ops/random.inc"

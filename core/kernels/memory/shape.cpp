@@ -307,78 +307,13 @@ Stack flatten_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(shape) {
-  using namespace kernels;
-  registry.def("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", view_meta, view_kernel);
-  registry.def("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", reshape_meta, reshape_kernel);
-  registry.def("permute(Tensor(a) self, int[] dims) -> Tensor(a)", permute_meta, permute_kernel);
-  registry.def("transpose(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", transpose_meta, transpose_kernel);
-  registry.def("t(Tensor(a) self) -> Tensor(a)", t_meta, t_kernel);
-  registry.def("slice(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor(a)", slice_meta, slice_kernel);
-  registry.def("narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)", narrow_meta, narrow_kernel);
-  registry.def("select(Tensor(a) self, int dim, int index) -> Tensor(a)", select_meta, select_kernel);
-  registry.def("squeeze(Tensor(a) self) -> Tensor(a)", squeeze_meta, squeeze_kernel);
-  registry.def("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", squeeze_dim_meta, squeeze_dim_kernel);
-  registry.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_meta, unsqueeze_kernel);
-  registry.def("expand(Tensor(a) self, SymInt[] size) -> Tensor(a)", expand_meta, expand_kernel);
-  registry.def("flatten(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", flatten_meta, flatten_kernel);
-  // Views touch no element (a copy they need is the contiguous op's): every device runs them.
-  registry.device_generic({"view", "reshape", "permute", "transpose", "t", "slice", "narrow", "select", "squeeze",
-                           "squeeze.dim", "unsqueeze", "expand", "flatten"});
-}
-
 // ---- typed API --------------------------------------------------------------------------------
-Tensor view(const Tensor& x, const SymIntList& s) {
-  QFLOW_OP_HANDLE("view");
-  return call_tensor(op, {{"self", x}, {"size", s}});
-}
-Tensor reshape(const Tensor& x, const SymIntList& s) {
-  QFLOW_OP_HANDLE("reshape");
-  return call_tensor(op, {{"self", x}, {"shape", s}});
-}
-Tensor permute(const Tensor& x, const IntList& d) {
-  QFLOW_OP_HANDLE("permute");
-  return call_tensor(op, {{"self", x}, {"dims", d}});
-}
-Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
-  QFLOW_OP_HANDLE("transpose");
-  return call_tensor(op, {{"self", x}, {"dim0", a}, {"dim1", b}});
-}
-Tensor t(const Tensor& x) {
-  QFLOW_OP_HANDLE("t");
-  return call_tensor(op, {{"self", x}});
-}
 Tensor slice(const Tensor& x, int64_t d, std::optional<int64_t> s, std::optional<int64_t> e, int64_t st) {
   QFLOW_OP_HANDLE("slice");
   return call_tensor(op, {{"self", x}, {"dim", d}, {"start", Value(s)}, {"end", Value(e)}, {"step", st}});
 }
-Tensor narrow(const Tensor& x, int64_t d, int64_t s, int64_t l) {
-  QFLOW_OP_HANDLE("narrow");
-  return call_tensor(op, {{"self", x}, {"dim", d}, {"start", s}, {"length", l}});
-}
-Tensor select(const Tensor& x, int64_t d, int64_t i) {
-  QFLOW_OP_HANDLE("select");
-  return call_tensor(op, {{"self", x}, {"dim", d}, {"index", i}});
-}
-Tensor squeeze(const Tensor& x) {
-  QFLOW_OP_HANDLE("squeeze");
-  return call_tensor(op, {{"self", x}});
-}
-Tensor squeeze(const Tensor& x, int64_t d) {
-  QFLOW_OP_HANDLE("squeeze.dim");
-  return call_tensor(op, {{"self", x}, {"dim", d}});
-}
-Tensor unsqueeze(const Tensor& x, int64_t d) {
-  QFLOW_OP_HANDLE("unsqueeze");
-  return call_tensor(op, {{"self", x}, {"dim", d}});
-}
-Tensor expand(const Tensor& x, const SymIntList& s) {
-  QFLOW_OP_HANDLE("expand");
-  return call_tensor(op, {{"self", x}, {"size", s}});
-}
-Tensor flatten(const Tensor& x, int64_t s, int64_t e) {
-  QFLOW_OP_HANDLE("flatten");
-  return call_tensor(op, {{"self", x}, {"start_dim", s}, {"end_dim", e}});
-}
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/shape.toml (Note [One declaration per op]).
+#include "core/ops/shape.inc"

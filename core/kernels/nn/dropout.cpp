@@ -95,14 +95,6 @@ Stack native_dropout_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(dropout) {
-  using namespace kernels;
-  registry.def("native_dropout(Tensor input, float p, bool train) -> (Tensor, Tensor)", native_dropout_meta,
-               native_dropout_kernel);
-  registry.def("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor",
-               native_dropout_backward_meta, native_dropout_backward_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, bool train) {
@@ -113,9 +105,7 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, bool tr
 
 Tensor dropout(const Tensor& input, double p, bool train) { return std::get<0>(native_dropout(input, p, train)); }
 
-Tensor native_dropout_backward(const Tensor& grad_output, const Tensor& mask, double scale) {
-  QFLOW_OP_HANDLE("native_dropout_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"mask", mask}, {"scale", scale}});
-}
-
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/dropout.toml (Note [One declaration per op]).
+#include "core/ops/dropout.inc"

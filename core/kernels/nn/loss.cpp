@@ -385,32 +385,6 @@ int64_t red(Reduction r) { return static_cast<int64_t>(r); }
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(loss) {
-  using namespace kernels;
-  registry.def("nll_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100) -> Tensor",
-               nll_meta, class_loss_kernel<false>);
-  registry.def(
-      "cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100, "
-      "float label_smoothing=0.0) -> Tensor",
-      cross_entropy_meta, class_loss_kernel<true>);
-  registry.def("mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor", pointwise_meta<Pointwise::Mse>,
-               pointwise_kernel<Pointwise::Mse>);
-  registry.def("l1_loss(Tensor self, Tensor target, int reduction=1) -> Tensor", pointwise_meta<Pointwise::L1>,
-               pointwise_kernel<Pointwise::L1>);
-  registry.def(
-      "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, "
-      "int ignore_index) -> Tensor",
-      class_backward_meta<false>, class_backward_kernel<false>);
-  registry.def(
-      "cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, "
-      "int ignore_index, float label_smoothing) -> Tensor",
-      class_backward_meta<true>, class_backward_kernel<true>);
-  registry.def("mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor",
-               pointwise_backward_meta<Pointwise::Mse>, pointwise_backward_kernel<Pointwise::Mse>);
-  registry.def("l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor",
-               pointwise_backward_meta<Pointwise::L1>, pointwise_backward_kernel<Pointwise::L1>);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
 using kernels::opt_value;
@@ -462,3 +436,6 @@ Tensor l1_loss_backward(const Tensor& grad_output, const Tensor& self, const Ten
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/loss.toml (Note [One declaration per op]).
+#include "core/ops/loss.inc"

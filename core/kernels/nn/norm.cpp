@@ -370,39 +370,6 @@ Stack bn_relu_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(norm) {
-  using namespace kernels;
-  registry.def(
-      "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
-      "bool training, float momentum=0.1, float eps=1e-05) -> Tensor",
-      batch_norm_meta, batch_norm_kernel<false>);
-  registry.def(
-      "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
-      "bool training, float momentum=0.1, float eps=1e-05) -> (Tensor, Tensor, Tensor)",
-      native_batch_norm_meta, native_batch_norm_kernel);
-  registry.def(
-      "native_batch_norm_backward(Tensor? grad_out, Tensor input, Tensor? weight, Tensor? running_mean, "
-      "Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, Tensor? grad_mean=None, "
-      "Tensor? grad_invstd=None) -> (Tensor, Tensor, Tensor)",
-      bn_backward_meta, bn_backward_kernel);
-  registry.def(
-      "batch_norm_relu(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
-      "bool training, float momentum=0.1, float eps=1e-05) -> Tensor",
-      batch_norm_relu_meta, batch_norm_kernel<true>);
-  registry.def(
-      "batch_norm_relu_backward(Tensor grad_out, Tensor output, Tensor input, Tensor? weight, Tensor? running_mean, "
-      "Tensor? running_var, bool train, float eps) -> (Tensor, Tensor, Tensor)",
-      bn_relu_backward_meta, bn_relu_backward_kernel);
-  // Channel-blocked activations stay blocked through batch norm (Note [Opaque layouts]). One
-  // kernel serves both layouts: its per-channel loops walk a ChannelLayout whose block is 0 for
-  // a plain tensor, so the blocked key runs the same functions.
-  registry.impl_blocked("batch_norm", batch_norm_kernel<false>);
-  registry.impl_blocked("native_batch_norm", native_batch_norm_kernel);
-  registry.impl_blocked("native_batch_norm_backward", bn_backward_kernel);
-  registry.impl_blocked("batch_norm_relu", batch_norm_kernel<true>);
-  registry.impl_blocked("batch_norm_relu_backward", bn_relu_backward_kernel);
-}
-
 // ---- typed API --------------------------------------------------------------------------------
 
 namespace {
@@ -469,3 +436,6 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/norm.toml (Note [One declaration per op]).
+#include "core/ops/norm.inc"

@@ -61,13 +61,6 @@ Stack sgd_update_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-QFLOW_REGISTER_OPS(optim) {
-  registry.def(
-      "sgd_update_(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, float lr, float momentum=0, "
-      "float dampening=0, float weight_decay=0, bool nesterov=False, bool first_step=False) -> ()",
-      kernels::no_outputs, kernels::sgd_update_kernel);
-}
-
 void sgd_update_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers, double lr,
                  double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) {
   QFLOW_OP_HANDLE("sgd_update_");
@@ -83,3 +76,6 @@ void sgd_update_(const TensorList& params, const TensorList& grads, const Tensor
 }
 
 }  // namespace qflow
+
+// The registration and typed functions of core/ops/optim.toml (Note [One declaration per op]).
+#include "core/ops/optim.inc"

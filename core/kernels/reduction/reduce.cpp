@@ -304,10 +304,6 @@ Stack sum_to_blocked_kernel(OpArgs& a) {
 
 // ---- typed API --------------------------------------------------------------------------------
 
-Tensor mul_sum_to(const Tensor& self, const Tensor& other, const IntList& sizes) {
-  QFLOW_OP_HANDLE("mul_sum_to");
-  return call_tensor(op, {{"self", self}, {"other", other}, {"size", sizes}});
-}
 // Shapes that already match skip the dispatcher: the engine calls this for every gradient.
 Tensor sum_to(const Tensor& x, const IntList& sizes) {
   if (x.sizes() == sizes) return x;

@@ -225,24 +225,6 @@ Stack select_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-// ---- typed API --------------------------------------------------------------------------------
-
-namespace {
-std::tuple<Tensor, Tensor> values_indices(const OpHandle& op, NamedArgs args) {
-  Stack r = call(op, args);
-  return {std::move(r.at(0).tensor()), std::move(r.at(1).tensor())};
-}
-}  // namespace
-
-std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  QFLOW_OP_HANDLE("max.dim");
-  return values_indices(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
-}
-std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  QFLOW_OP_HANDLE("min.dim");
-  return values_indices(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}});
-}
-
 }  // namespace qflow
 
 // The registration and typed functions of core/ops/reduce_minmax.toml (Note [One declaration per op]).

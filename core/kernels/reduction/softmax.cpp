@@ -213,13 +213,6 @@ Stack softmax_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace kernels
 
-// ---- typed API --------------------------------------------------------------------------------
-
-Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
-  QFLOW_OP_HANDLE("log_softmax_backward");
-  return call_tensor(op, {{"grad_output", grad_output}, {"output", output}, {"dim", dim}});
-}
-
 }  // namespace qflow
 
 // The registration and typed functions of core/ops/softmax.toml (Note [One declaration per op]).

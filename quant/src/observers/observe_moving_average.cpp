@@ -51,19 +51,11 @@ void observe_moving_average_(const Tensor& x, const Tensor& min_val, const Tenso
 
 }  // namespace qflow::quant
 
-QFLOW_REGISTER_OPS(observe_moving_average) {
-  using namespace qflow::quant;
-  registry.def(
-      "observe_moving_average_(Tensor self, Tensor(a!) min_val, Tensor(b!) max_val, Tensor(c!) num_batches_tracked, "
-      "Tensor frozen, float momentum, bool symmetric) -> ()",
-      observe_meta, observe_moving_average_kernel);
-  // A blocked activation is observed in its layout: the range reads the elements in any order.
-  registry.impl_blocked("observe_moving_average_", observe_moving_average_kernel);
-  // The CUDA kernel: cuda/kernels/quantize_ops.cpp.
-}
-
 QFLOW_REGISTER_DERIVATIVES(observe_moving_average) {
   registry.no_derivative({"observe_moving_average_"},
                          "an observer's statistics update writes its buffers in place; observers run it under "
                          "NoGradGuard");
 }
+
+// The registration of quant/ops/observe_moving_average.toml (Note [One declaration per op]).
+#include "quant/ops/observe_moving_average.inc"

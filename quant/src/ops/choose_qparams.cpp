@@ -65,13 +65,9 @@ std::pair<Tensor, Tensor> choose_qparams(const Tensor& min, const Tensor& max, c
 
 }  // namespace qflow::quant
 
-QFLOW_REGISTER_OPS(choose_qparams) {
-  using namespace qflow::quant;
-  registry.def("choose_qparams(Tensor min, Tensor max, int bits, bool symmetric, bool cambricon) -> (Tensor, Tensor)",
-               choose_qparams_meta, choose_qparams_kernel);
-  // The CUDA kernel: cuda/kernels/quantize_ops.cpp.
-}
-
 QFLOW_REGISTER_DERIVATIVES(choose_qparams) {
   registry.non_differentiable({"choose_qparams"}, "quantization parameters are statistics of a range, not trained");
 }
+
+// The registration of quant/ops/choose_qparams.toml (Note [One declaration per op]).
+#include "quant/ops/choose_qparams.inc"

@@ -279,28 +279,6 @@ Stack fake_quantize_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::quant
 
-QFLOW_REGISTER_OPS(fake_quantize) {
-  using namespace qflow::quant;
-  registry.def(
-      "fake_quantize(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, int axis=0, "
-      "bool clipped_ste=False) -> Tensor",
-      fake_quantize_meta, fake_quantize_kernel);
-  registry.def(
-      "fake_quantize_backward(Tensor grad_output, Tensor self, Tensor scale, Tensor zero_point, int quant_min, "
-      "int quant_max, int axis=0) -> Tensor",
-      fake_quantize_backward_meta, fake_quantize_backward_kernel);
-  registry.def(
-      "quantize(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, int axis=0, "
-      "ScalarType dtype=uint8) -> Tensor",
-      quantize_meta, quantize_kernel);
-  // One kernel for both layouts: a per-tensor grid reads and writes elements in storage order,
-  // so an unpadded blocked tensor keeps its layout; anything else is read plain.
-  registry.impl_blocked("fake_quantize", fake_quantize_kernel);
-  registry.impl_blocked("fake_quantize_backward", fake_quantize_backward_kernel);
-  registry.impl_blocked("quantize", quantize_kernel);
-  // The CUDA kernels: cuda/kernels/quantize_ops.cpp.
-}
-
 namespace qflow::quant {
 
 Tensor fake_quantize(const Tensor& self, const Tensor& scale, const Tensor& zero_point, int64_t quant_min,
@@ -325,3 +303,6 @@ Tensor fake_quantize_backward(const Tensor& grad_output, const Tensor& self, con
 }
 
 }  // namespace qflow::quant
+
+// The registration of quant/ops/fake_quantize.toml (Note [One declaration per op]).
+#include "quant/ops/fake_quantize.inc"

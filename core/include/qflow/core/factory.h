@@ -7,6 +7,7 @@
 
 #include "qflow/core/generator.h"
 #include "qflow/core/tensor.h"
+#include "qflow/core/ops/factory.h"
 
 namespace qflow {
 
@@ -25,7 +26,6 @@ Tensor full_like(const Tensor& t, const Scalar& value);
 /// [start, end) in steps of `step`; int64 when all three are integers, else float32.
 Tensor arange(const Scalar& end);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, std::optional<DType> dtype = std::nullopt);
-Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32);
 
 // Random tensors on a device draw the same numbers as on the CPU (drawn there, then copied):
 // a seed means one model whatever the device, which the CPU/GPU parity tests rely on.

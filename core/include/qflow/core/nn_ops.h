@@ -11,9 +11,11 @@
 #include <tuple>
 
 #include "qflow/core/tensor.h"
-#include "qflow/core/ops/softmax.h"
-#include "qflow/core/ops/add_relu.h"
+#include "qflow/core/ops/dropout.h"
 #include "qflow/core/ops/activation.h"
+#include "qflow/core/ops/add_relu.h"
+#include "qflow/core/ops/clamp.h"
+#include "qflow/core/ops/softmax.h"
 
 namespace qflow {
 
@@ -62,14 +64,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
 
 // hardtanh, relu6, hardswish, leaky_relu and their backward ops: declared in
 // core/ops/activation.toml, their typed functions generated (Note [One declaration per op]).
-/// grad_output where self > threshold, 0 elsewhere: relu's gradient from its output (and
-/// the one kernel that joins a plain gradient to blocked activations, Note [Opaque layouts]).
-Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);
 
 // ---- softmax -----------------------------------------------------------------------------------
 
-/// grad_input = grad_output - exp(output) * sum(grad_output, dim).
-Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
+// softmax, log_softmax and their backward ops: declared in core/ops/softmax.toml.
 
 // ---- dropout -----------------------------------------------------------------------------------
 
@@ -79,8 +77,6 @@ Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int
 Tensor dropout(const Tensor& input, double p = 0.5, bool train = true);
 /// dropout plus its bool keep-mask: (output, mask). See Note [Dropout keeps its mask].
 std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, bool train);
-/// grad_output * mask * scale.
-Tensor native_dropout_backward(const Tensor& grad_output, const Tensor& mask, double scale);
 
 // ---- losses ------------------------------------------------------------------------------------
 

@@ -80,102 +80,21 @@ class Tensor {
   /// Storage version (bumped by in-place ops); see Note [Version counter].
   uint64_t version() const;
 
-  // ---- views (share storage) -------------------------------------------------------------
-  Tensor view(const SymIntList& sizes) const;
-  Tensor reshape(const SymIntList& sizes) const;
-  Tensor permute(const IntList& dims) const;
-  Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;
-  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // ---- views, copies and conversions written by hand --------------------------------------
   Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1) const;
-  Tensor select(int64_t dim, int64_t index) const;
-  Tensor squeeze() const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor expand(const SymIntList& sizes) const;
   Tensor expand_as(const Tensor& other) const;
-  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor contiguous() const;
-  Tensor clone() const;
   Tensor to(DType dtype) const;
   /// A copy on `device` (this tensor when it is already there); differentiable. Copying to the
   /// CPU waits for the device; copying to a device is queued on its stream.
   Tensor to(Device device) const;
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
-  Tensor index_select(int64_t dim, const Tensor& index) const;
-  Tensor& copy_(const Tensor& src);
-  Tensor& fill_(const Scalar& value);
-  Tensor& zero_();
 
-  // ---- element-wise ------------------------------------------------------------------------
-  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
-  Tensor add(const Scalar& other) const;
-  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
-  Tensor sub(const Scalar& other) const;
-  Tensor mul(const Tensor& other) const;
-  Tensor mul(const Scalar& other) const;
-  Tensor div(const Tensor& other) const;
-  Tensor div(const Scalar& other) const;
-  Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
-  Tensor& add_(const Scalar& other);
-  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1);
-  Tensor& sub_(const Scalar& other);
-  Tensor& mul_(const Tensor& other);
-  Tensor& mul_(const Scalar& other);
-  Tensor& div_(const Tensor& other);
-  Tensor& div_(const Scalar& other);
-  Tensor neg() const;
-  Tensor abs() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor pow(const Tensor& exponent) const;
-  Tensor pow(const Scalar& exponent) const;
-  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
-  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
-  Tensor minimum(const Tensor& other) const;
-  Tensor maximum(const Tensor& other) const;
-  Tensor relu() const;
-  Tensor& relu_();
-  Tensor sigmoid() const;
-  Tensor tanh() const;
-  Tensor sign() const;
-  Tensor round() const;
-  Tensor floor() const;
-  Tensor eq(const Tensor& other) const;
-  Tensor eq(const Scalar& other) const;
-  Tensor ne(const Tensor& other) const;
-  Tensor ne(const Scalar& other) const;
-  Tensor lt(const Tensor& other) const;
-  Tensor lt(const Scalar& other) const;
-  Tensor le(const Tensor& other) const;
-  Tensor le(const Scalar& other) const;
-  Tensor gt(const Tensor& other) const;
-  Tensor gt(const Scalar& other) const;
-  Tensor ge(const Tensor& other) const;
-  Tensor ge(const Scalar& other) const;
-
-  // ---- reductions (dims empty = all dims) --------------------------------------------------
-  Tensor sum(const IntList& dims = {}, bool keepdim = false) const;
-  Tensor mean(const IntList& dims = {}, bool keepdim = false) const;
-  Tensor var(const IntList& dims = {}, bool unbiased = true, bool keepdim = false) const;
-  Tensor std(const IntList& dims = {}, bool unbiased = true, bool keepdim = false) const;
-  Tensor max() const;
-  Tensor min() const;
-  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
-  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
-  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor amax(const IntList& dims = {}, bool keepdim = false) const;
-  Tensor amin(const IntList& dims = {}, bool keepdim = false) const;
-  Tensor logsumexp(const IntList& dims, bool keepdim = false) const;
-
-  // ---- linear algebra ----------------------------------------------------------------------
-  Tensor matmul(const Tensor& other) const;
-  Tensor mm(const Tensor& other) const;
-  Tensor bmm(const Tensor& other) const;
+  // ---- the declared ops' methods -----------------------------------------------------------
+  // Views, copies, element-wise math, comparisons, reductions and matrix products: one method
+  // per core op declared with `method = true` (core/ops/*.toml), generated with its typed
+  // function (Note [One declaration per op]).
+#include "qflow/core/ops/tensor_methods.h"
 
  private:
   TensorImpl* checked_impl() const {
