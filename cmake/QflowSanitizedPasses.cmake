@@ -43,7 +43,13 @@ foreach(layer IN LISTS QFLOW_LAYERS)  # headers of every layer (the tests includ
 endforeach()
 foreach(layer IN LISTS _san_pass_layers)  # the layers' private headers (onnx/src/converter.h, ...)
   target_include_directories(qflow_sanitized_passes_tests PRIVATE ${PROJECT_SOURCE_DIR}/${layer})
+  # The layer's kernel files include the registrations gen-ops writes (Note [One declaration per
+  # op]): made with the layer's objects, found in the generated directory.
+  if(TARGET qflow_${layer}_objects)
+    add_dependencies(qflow_sanitized_passes_tests qflow_${layer}_objects)
+  endif()
 endforeach()
+target_include_directories(qflow_sanitized_passes_tests PRIVATE ${QFLOW_GENERATED_DIR})
 foreach(layer core autograd nn models)  # the layers below, as built for the ordinary suite
   target_sources(qflow_sanitized_passes_tests PRIVATE $<TARGET_OBJECTS:qflow_${layer}_objects>)
   target_link_libraries(qflow_sanitized_passes_tests PRIVATE qflow_${layer})

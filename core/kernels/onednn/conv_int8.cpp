@@ -10,6 +10,7 @@
 #include "kernels/common/kernel_utils.h"
 #include "blocked_layout.h"
 #include "onednn_context.h"
+#include "qflow/core/versioned_cache.h"
 #include "qflow/core/conv_ops.h"
 
 namespace qflow::kernels::onednn {
@@ -48,14 +49,10 @@ struct Int8Plan {
   memory::desc x_plain, w_plain, y_plain;
   std::shared_ptr<const BlockedLayout> y_layout;  // null when the primitive writes plain NCHW bytes
   std::optional<dnnl::reorder> x_from_plain;      // plain NCHW input → x, when they differ
-  // The weights in the primitive's layout, by the plain weight's storage and version.
-  std::weak_ptr<Storage> w_storage;
-  uint64_t w_version = 0;
-  Tensor w_reordered;
-  // bias / output_scale, which oneDNN adds before scaling, by the bias's storage and version.
-  std::weak_ptr<Storage> b_storage;
-  uint64_t b_version = 0;
-  Tensor b_scaled;
+  // The weights in the primitive's layout, and bias / output_scale (which oneDNN adds before
+  // scaling), each until its source is written (Note [Versioned caches]).
+  VersionedCache<Tensor> w_reordered;
+  VersionedCache<Tensor> b_scaled;
 };
 
 struct Int8Cache {
@@ -161,36 +158,26 @@ Tensor in_layout(const Tensor& t, const memory::desc& md, const memory::desc& pl
 // The weights in the plan's layout: reordered once per version of their storage (deployed
 // weights never change). Call with the cache's lock held.
 Tensor plan_weights(Int8Plan& plan, const Tensor& w) {
-  const std::shared_ptr<Storage>& storage = w.impl()->storage();
-  const uint64_t version = storage ? storage->version() : 0;
-  if (plan.w_storage.lock() != storage || plan.w_version != version || !plan.w_reordered.defined()) {
+  return plan.w_reordered.get({&w}, [&] {
     Tensor copy = buffer_for(plan.w);
     auto s = view(plan.w_plain, raw(w)), d = view(plan.w, raw(copy));
     dnnl::reorder(s, d).execute(stream(), s, d);
-    plan.w_storage = storage;
-    plan.w_version = version;
-    plan.w_reordered = copy;
-  }
-  return plan.w_reordered;
+    return copy;
+  });
 }
 
 // The bias the plan's primitive takes: oneDNN adds it before scaling, y = scale * (sum + bias'),
 // so bias' = bias / scale (the scales are the plan's own). Call with the cache's lock held.
 Tensor plan_bias(Int8Plan& plan, const Tensor& bias, const std::vector<float>& output_scale) {
   if (!bias.defined()) return Tensor();
-  const std::shared_ptr<Storage>& storage = bias.impl()->storage();
-  const uint64_t version = storage ? storage->version() : 0;
-  if (plan.b_storage.lock() != storage || plan.b_version != version || !plan.b_scaled.defined()) {
+  return plan.b_scaled.get({&bias}, [&] {
     const int64_t o = bias.numel();
     Tensor scaled = new_tensor({o}, DType::Float32);
     const float* pb = bias.data_ptr<float>();
     float* ps = scaled.data_ptr<float>();
     for (int64_t i = 0; i < o; ++i) ps[i] = pb[i] / output_scale[output_scale.size() == 1 ? 0 : i];
-    plan.b_storage = storage;
-    plan.b_version = version;
-    plan.b_scaled = scaled;
-  }
-  return plan.b_scaled;
+    return scaled;
+  });
 }
 
 }  // namespace

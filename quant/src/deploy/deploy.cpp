@@ -140,7 +140,9 @@ std::shared_ptr<DConv2d> DConv2d::from_qconv2d(const QConv2d& qconv) {
   return deploy_layer<DConv2d>(qconv, qconv.options(), qconv.weight, qconv.bias, "DConv2d::from_qconv2d");
 }
 
-const Tensor& DConv2d::float_weight() const { return float_weight_.get(weight, weight_scale, weight_zero_point); }
+const Tensor& DConv2d::float_weight() const {
+  return detail::cached_float_weight(float_weight_, weight, weight_scale, weight_zero_point);
+}
 
 detail::DeployedTensors DConv2d::tensors() const {
   return {weight, bias, input_scale, input_zero_point, weight_scale, weight_zero_point};
@@ -162,7 +164,8 @@ TensorList DConv2d::forward_list(const TensorList& inputs) {
 Tensor DConv2d::run(const Tensor& x, const Tensor& residual) {
   const auto& o = options_;
   if (integer_) {
-    const auto& f = integer_form_.get(tensors(), qconfig_, output_grid_, o.padding.same ? "padding=\"same\"" : "");
+    const auto& f = detail::cached_integer_form(integer_form_, tensors(), qconfig_, output_grid_,
+                                                o.padding.same ? "padding=\"same\"" : "");
     if (f.unsupported.empty()) {
       const Tensor q = integer_input(x, tensors(), qconfig_.activations(), "DConv2d");
       if (residual.defined() && residual_in_place_) {
@@ -209,7 +212,9 @@ std::shared_ptr<DLinear> DLinear::from_qlinear(const QLinear& qlinear) {
   return deploy_layer<DLinear>(qlinear, qlinear.options(), qlinear.weight, qlinear.bias, "DLinear::from_qlinear");
 }
 
-const Tensor& DLinear::float_weight() const { return float_weight_.get(weight, weight_scale, weight_zero_point); }
+const Tensor& DLinear::float_weight() const {
+  return detail::cached_float_weight(float_weight_, weight, weight_scale, weight_zero_point);
+}
 
 detail::DeployedTensors DLinear::tensors() const {
   return {weight, bias, input_scale, input_zero_point, weight_scale, weight_zero_point};
@@ -219,7 +224,7 @@ std::string DLinear::integer_unsupported() const { return detail::integer_unsupp
 
 Tensor DLinear::forward(const Tensor& x) {
   if (integer_) {
-    const auto& f = integer_form_.get(tensors(), qconfig_, std::nullopt, "");
+    const auto& f = detail::cached_integer_form(integer_form_, tensors(), qconfig_, std::nullopt, "");
     if (f.unsupported.empty()) {
       // A linear layer is a 1×1 convolution of (rows, in, 1, 1): the same integer kernel.
       QFLOW_CHECK(x.dim() >= 1 && x.size(-1) == options_.in,

@@ -43,14 +43,11 @@ Tensor dequantize_weight(const Tensor& weight, const Tensor& scale, const Tensor
          per_output_channel(scale, weight.dim());
 }
 
-const Tensor& FloatWeightCache::get(const Tensor& weight, const Tensor& scale, const Tensor& zero_point) {
+const Tensor& cached_float_weight(VersionedCache<Tensor>& cache, const Tensor& weight, const Tensor& scale,
+                                  const Tensor& zero_point) {
   if (weight.is_floating_point()) return weight;
-  StorageVersions key({&weight, &scale, &zero_point});
-  if (!value_.defined() || !(key == key_)) {
-    value_ = dequantize_weight(weight, scale, zero_point).contiguous();
-    key_ = std::move(key);
-  }
-  return value_;
+  return cache.get({&weight, &scale, &zero_point},
+                   [&] { return dequantize_weight(weight, scale, zero_point).contiguous(); });
 }
 
 }  // namespace qflow::quant::detail

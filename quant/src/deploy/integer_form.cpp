@@ -23,13 +23,10 @@ DType input_integer_type(const QConfig& qconfig) {
   return qconfig.scheme == Scheme::Affine ? DType::UInt8 : DType::Int8;
 }
 
-const IntegerForm& IntegerFormCache::get(const DeployedTensors& t, const QConfig& qconfig,
-                                         const std::optional<OutputGrid>& grid, const std::string& layer_unsupported) {
-  const Tensor none;
-  StorageVersions key({&t.weight, &t.bias, &t.input_scale, &t.input_zero_point, &t.weight_scale, &t.weight_zero_point,
-                       grid ? &grid->scale : &none, grid ? &grid->zero_point : &none});
-  if (key == key_) return form_;  // a default key_ (nothing computed yet) equals no real key
+namespace {
 
+IntegerForm make_integer_form(const DeployedTensors& t, const QConfig& qconfig, const std::optional<OutputGrid>& grid,
+                              const std::string& layer_unsupported) {
   NoGradGuard no_grad;
   IntegerForm f;
   f.unsupported = !layer_unsupported.empty() ? layer_unsupported : integer_unsupported(t, qconfig);
@@ -47,9 +44,18 @@ const IntegerForm& IntegerFormCache::get(const DeployedTensors& t, const QConfig
                   grid->qconfig.quant_min(), grid->qconfig.quant_max()};
     }
   }
-  form_ = std::move(f);
-  key_ = std::move(key);
-  return form_;
+  return f;
+}
+
+}  // namespace
+
+const IntegerForm& cached_integer_form(VersionedCache<IntegerForm>& cache, const DeployedTensors& t,
+                                       const QConfig& qconfig, const std::optional<OutputGrid>& grid,
+                                       const std::string& layer_unsupported) {
+  const Tensor none;
+  return cache.get({&t.weight, &t.bias, &t.input_scale, &t.input_zero_point, &t.weight_scale, &t.weight_zero_point,
+                    grid ? &grid->scale : &none, grid ? &grid->zero_point : &none},
+                   [&] { return make_integer_form(t, qconfig, grid, layer_unsupported); });
 }
 
 }  // namespace qflow::quant::detail

@@ -141,12 +141,12 @@ class DConv2d : public nn::Cloneable<DConv2d>, public DeployedModule {
   nn::Conv2dOptions options_;
   QConfig qconfig_;
   WeightStorage storage_;
-  mutable detail::FloatWeightCache float_weight_;
+  mutable VersionedCache<Tensor> float_weight_;  // Note [Versioned caches]
   bool integer_ = true;
   bool applies_relu_ = false;
   bool residual_in_place_ = false;
   std::optional<detail::OutputGrid> output_grid_;
-  detail::IntegerFormCache integer_form_;
+  VersionedCache<detail::IntegerForm> integer_form_;
 };
 
 class DLinear : public nn::Cloneable<DLinear>, public DeployedModule {
@@ -179,9 +179,9 @@ class DLinear : public nn::Cloneable<DLinear>, public DeployedModule {
   nn::LinearOptions options_;
   QConfig qconfig_;
   WeightStorage storage_;
-  mutable detail::FloatWeightCache float_weight_;
+  mutable VersionedCache<Tensor> float_weight_;  // Note [Versioned caches]
   bool integer_ = true;
-  detail::IntegerFormCache integer_form_;
+  VersionedCache<detail::IntegerForm> integer_form_;
 };
 
 /// set_integer(on) on every DConv2d and DLinear in `model` (the float simulation with false);

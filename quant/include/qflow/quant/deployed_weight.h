@@ -7,7 +7,7 @@
 
 #include "qflow/core/tensor.h"
 #include "qflow/quant/qconfig.h"
-#include "qflow/quant/storage_versions.h"
+#include "qflow/core/versioned_cache.h"
 
 namespace qflow::quant::detail {
 
@@ -37,15 +37,10 @@ GridIntegers grid_integers(const Tensor& weight, const Tensor& scale, const Tens
 /// layer whose weight is not quantized) is returned as it is.
 Tensor dequantize_weight(const Tensor& weight, const Tensor& scale, const Tensor& zero_point);
 
-/// dequantize_weight of a layer's current tensors, recomputed only after one of them is
-/// written (in place, or by a state_dict load).
-class FloatWeightCache {
- public:
-  const Tensor& get(const Tensor& weight, const Tensor& scale, const Tensor& zero_point);
-
- private:
-  StorageVersions key_;
-  Tensor value_;
-};
+/// dequantize_weight of a layer's current tensors (contiguous), kept in `cache` and recomputed
+/// only after one of them is written, in place or by a state_dict load (Note [Versioned
+/// caches]). A floating `weight` is returned as it is.
+const Tensor& cached_float_weight(VersionedCache<Tensor>& cache, const Tensor& weight, const Tensor& scale,
+                                  const Tensor& zero_point);
 
 }  // namespace qflow::quant::detail

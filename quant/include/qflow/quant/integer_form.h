@@ -10,7 +10,7 @@
 
 #include "qflow/core/conv_ops.h"
 #include "qflow/quant/qconfig.h"
-#include "qflow/quant/storage_versions.h"
+#include "qflow/core/versioned_cache.h"
 
 namespace qflow::quant::detail {
 
@@ -47,16 +47,11 @@ struct IntegerForm {
   QuantizedOutput output;   // float32, or the output grid
 };
 
-class IntegerFormCache {
- public:
-  /// The form for the layer's current tensors; `layer_unsupported` is a reason of the layer's
-  /// own (padding="same"), checked first.
-  const IntegerForm& get(const DeployedTensors& t, const QConfig& qconfig, const std::optional<OutputGrid>& grid,
-                         const std::string& layer_unsupported);
-
- private:
-  StorageVersions key_;  // of every source tensor
-  IntegerForm form_;
-};
+/// The form for the layer's current tensors, kept in `cache` until one of them (or of the output
+/// grid's) is written (Note [Versioned caches]); `layer_unsupported` is a reason of the layer's
+/// own (padding="same"), checked first.
+const IntegerForm& cached_integer_form(VersionedCache<IntegerForm>& cache, const DeployedTensors& t,
+                                       const QConfig& qconfig, const std::optional<OutputGrid>& grid,
+                                       const std::string& layer_unsupported);
 
 }  // namespace qflow::quant::detail
