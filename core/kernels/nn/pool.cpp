@@ -143,8 +143,6 @@ Stack max_pool_run(OpArgs& a, const char* op, bool with_indices) {
   return Stack{Value(unbatch_like(y, self.dim())), Value(unbatch_like(idx, self.dim()))};
 }
 
-
-
 // grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
 PoolGeometry max_backward_geometry(const OpArgs& a) {
   constexpr const char* op = "max_pool2d_with_indices_backward";
@@ -158,8 +156,6 @@ PoolGeometry max_backward_geometry(const OpArgs& a) {
               idx.sizes());
   return g;
 }
-
-
 
 // ---- avg_pool2d ---------------------------------------------------------------------------------
 
@@ -197,10 +193,6 @@ void for_each_avg_window(const PoolGeometry& g, const AvgOptions& opt, const Fn&
   }
 }
 
-
-
-
-
 // ---- adaptive_avg_pool2d --------------------------------------------------------------------------
 
 // Window [start, end) of output i when `in` positions are pooled down to `out`.
@@ -223,10 +215,6 @@ void for_each_adaptive_window(const PoolGeometry& g, const Fn& fn) {
       fn(h0, h1, adaptive_start(ow, g.ow, g.w), adaptive_end(ow, g.ow, g.w), oh * g.ow + ow);
   }
 }
-
-
-
-
 
 }  // namespace
 
