@@ -22,10 +22,21 @@
 # to stringify back, with defaults and optional/list types spelled in a macro DSL that reads
 # worse than the schema and errs in preprocessor messages. PyTorch does the same
 # (native_functions.yaml). TOML because Python reads it with its standard library (tomllib).
-# Every op of core and quant is declared (core/ops/*.toml, quant/ops/*.toml); core's also make
-# the Tensor methods (tensor_methods.h, included inside class Tensor). The derivatives, ONNX
-# converters and CUDA kernels still register from their layers, and the run-time coverage
-# tests check them.
+# Every op is declared (core/ops/*.toml, fx/ops/sym.toml, quant/ops/*.toml); core's also make
+# the Tensor methods (tensor_methods.h, included inside class Tensor).
+# The parts the layers above add are declared in the same table: the derivative (`derivative =
+# { node, rule, save, save_outputs }`, or `non_differentiable` / `no_derivative` with the
+# reason), the CUDA kernel (`cuda = "kernel"`, or `no_cuda` / `device_generic`) and the ONNX
+# converter (`onnx = "converter"`, or `no_onnx` with the reason). Which of them an op must
+# declare follows from its schema (an op with a tensor argument has a derivative unless it is
+# in-place, and a CUDA answer; every op has an ONNX answer), so an op that says nothing of one
+# fails gen-ops. Layers stay one-way because the declaration is data: each layer above reads it
+# (qflow_generate_op_part: autograd, cuda and onnx for core's ops, fx and quant for their own)
+# and compiles the registrations into the file the family names (`derivatives`, `cuda_kernels`,
+# `onnx_converters`), after that file's rules, kernels or converters, so a name that does not
+# exist there fails that file's compilation. Core never sees the names. The run-time coverage
+# tests (tests/onnx/op_coverage_test.cpp, tests/cuda/op_coverage_test.cpp) stay as a second
+# check.
 find_package(Python3 3.11 REQUIRED COMPONENTS Interpreter)  # tomllib: tools/gen-ops
 set(QFLOW_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
 
@@ -58,4 +69,30 @@ function(qflow_generate_ops layer)
   target_include_directories(qflow_${layer}_objects PRIVATE ${QFLOW_GENERATED_DIR})
   target_include_directories(qflow_${layer}_objects PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
   target_include_directories(qflow_${layer} PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
+endfunction()
+
+# qflow_generate_op_part(LAYER PART FROM DECLARING_LAYERS...): what LAYER registers for the ops the
+# declaring layers declare (PART: derivatives, cuda or onnx), written by gen-ops --part into the
+# .inc files that the families' `derivatives` / `cuda_kernels` / `onnx_converters` files of LAYER
+# include at their end. Which files those are is read from the declarations, so the command's
+# output is a stamp; each .inc is rewritten only when it changes, and the compiler's dependency
+# files rebuild what includes it. A declaration that says nothing of the part (no derivative and
+# no reason, ...) fails the declaring layer's own gen-ops run; a named function or kernel that
+# does not exist fails the compilation of the file that includes the .inc.
+function(qflow_generate_op_part layer part)
+  cmake_parse_arguments(PARSE_ARGV 2 _arg "" "" "FROM")
+  set(_decls)
+  foreach(from IN LISTS _arg_FROM)
+    file(GLOB _found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${from}/ops/*.toml)
+    list(APPEND _decls ${_found})
+  endforeach()
+  set(_stamp ${QFLOW_GENERATED_DIR}/${layer}/${part}.stamp)
+  add_custom_command(OUTPUT ${_stamp}
+                     COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/gen-ops --part ${part} --layer ${layer}
+                             --src ${CMAKE_CURRENT_SOURCE_DIR} --out ${QFLOW_GENERATED_DIR} ${_decls}
+                     DEPENDS ${_decls} ${PROJECT_SOURCE_DIR}/tools/gen-ops
+                     COMMENT "gen-ops: the ${part} ${layer} registers for ${_arg_FROM}'s ops"
+                     VERBATIM)
+  target_sources(qflow_${layer}_objects PRIVATE ${_stamp})
+  target_include_directories(qflow_${layer}_objects PRIVATE ${QFLOW_GENERATED_DIR})
 endfunction()

@@ -1,5 +1,5 @@
-// Derivatives of core/kernels/elementwise/activation.cpp: hardtanh, relu6, hardswish, leaky_relu, silu, each
-// through its backward op on the saved input.
+// Derivatives of core/kernels/elementwise/activation.cpp: hardtanh, relu6, hardswish, hardsigmoid,
+// leaky_relu, silu, each through its backward op on the saved input.
 #include "qflow/autograd/derivatives.h"
 #include "qflow/core/nn_ops.h"
 
@@ -16,6 +16,9 @@ TensorList relu6_rule(const BackwardContext& ctx, const TensorList& g) {
 TensorList hardswish_rule(const BackwardContext& ctx, const TensorList& g) {
   return {hardswish_backward(g[0], ctx.input("self"))};
 }
+TensorList hardsigmoid_rule(const BackwardContext& ctx, const TensorList& g) {
+  return {hardsigmoid_backward(g[0], ctx.input("self"))};
+}
 TensorList leaky_relu_rule(const BackwardContext& ctx, const TensorList& g) {
   return {leaky_relu_backward(g[0], ctx.input("self"), ctx.arg("negative_slope").to_double())};
 }
@@ -25,15 +28,6 @@ TensorList silu_rule(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(activation) {
-  registry.def("hardtanh", {.node_name = "HardtanhBackward", .save_inputs = kSaveAll, .backward = hardtanh_rule});
-  registry.def("relu6", {.node_name = "HardtanhBackward", .save_inputs = kSaveAll, .backward = relu6_rule});
-  registry.def("hardswish", {.node_name = "HardswishBackward", .save_inputs = kSaveAll, .backward = hardswish_rule});
-  registry.def("leaky_relu", {.node_name = "LeakyReluBackward", .save_inputs = kSaveAll, .backward = leaky_relu_rule});
-  registry.def("silu", {.node_name = "SiluBackward", .save_inputs = kSaveAll, .backward = silu_rule});
-  registry.no_derivative({"hardtanh_backward", "hardswish_backward", "leaky_relu_backward", "silu_backward",
-                          "threshold_backward"},
-                         kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/activation.derivatives.inc"

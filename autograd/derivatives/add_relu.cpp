@@ -13,8 +13,6 @@ TensorList add_relu_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(add_relu) {
-  registry.def("add_relu", {.node_name = "AddReluBackward", .save_outputs = true, .backward = add_relu_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/add_relu.derivatives.inc"

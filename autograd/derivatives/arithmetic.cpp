@@ -46,17 +46,6 @@ TensorList rdiv_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(arithmetic) {
-  registry.def("add", {.node_name = "AddBackward", .backward = add_backward});
-  registry.def("sub", {.node_name = "SubBackward", .backward = sub_backward});
-  registry.def("mul", {.node_name = "MulBackward", .save_inputs = kSaveAll, .backward = mul_backward});
-  registry.def("div", {.node_name = "DivBackward", .save_inputs = kSaveAll, .backward = div_backward});
-  registry.def("add.Scalar", {.node_name = "AddBackward", .backward = identity_backward});
-  registry.def("sub.Scalar", {.node_name = "SubBackward", .backward = identity_backward});
-  registry.def("mul.Scalar", {.node_name = "MulBackward", .backward = mul_scalar_backward});
-  registry.def("div.Scalar", {.node_name = "DivBackward", .backward = div_scalar_backward});
-  registry.def("rsub", {.node_name = "RsubBackward", .backward = negate_backward});
-  registry.def("rdiv", {.node_name = "RdivBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = rdiv_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/arithmetic.derivatives.inc"

@@ -3,11 +3,6 @@
 
 namespace qflow::autograd {
 
-QFLOW_REGISTER_DERIVATIVES(augment) {
-  // The images are uint8 and mean/std are the pipeline's constants: a mean or std that
-  // requires grad is a mistake autograd should name rather than silently drop.
-  registry.no_derivative({"random_crop_flip_normalize"},
-                         "data augmentation of uint8 images: qflow has no gradient with respect to its mean and std");
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/augment.derivatives.inc"

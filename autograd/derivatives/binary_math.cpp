@@ -50,11 +50,6 @@ TensorList extremum_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(binary_math) {
-  registry.def("pow", {.node_name = "PowBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = pow_backward});
-  registry.def("pow.Scalar", {.node_name = "PowBackward", .save_inputs = kSaveAll, .backward = pow_scalar_backward});
-  registry.def("minimum", {.node_name = "MinimumBackward", .save_inputs = kSaveAll, .backward = extremum_backward<false>});
-  registry.def("maximum", {.node_name = "MaximumBackward", .save_inputs = kSaveAll, .backward = extremum_backward<true>});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/binary_math.derivatives.inc"

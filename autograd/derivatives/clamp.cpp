@@ -32,9 +32,6 @@ TensorList clamp_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(clamp) {
-  registry.def("relu", {.node_name = "ReluBackward", .save_outputs = true, .backward = relu_backward});
-  registry.def("clamp", {.node_name = "ClampBackward", .save_inputs = kSaveAll, .backward = clamp_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/clamp.derivatives.inc"

@@ -17,11 +17,6 @@ TensorList where_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(compare) {
-  registry.non_differentiable({"eq", "ne", "lt", "le", "gt", "ge", "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar",
-                               "gt.Scalar", "ge.Scalar"},
-                              "boolean outputs");
-  registry.def("where", {.node_name = "WhereBackward", .save_inputs = save_inputs({"condition"}), .backward = where_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/compare.derivatives.inc"

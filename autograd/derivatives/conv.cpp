@@ -25,15 +25,6 @@ TensorList conv2d_relu_backward_rule(const BackwardContext& ctx, const TensorLis
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(conv) {
-  registry.def("conv2d", {.node_name = "ConvolutionBackward", .save_inputs = save_inputs({"input", "weight"}),
-                          .backward = conv2d_backward_rule});
-  registry.def("conv2d_relu", {.node_name = "ConvolutionReluBackward", .save_inputs = save_inputs({"input", "weight"}),
-                               .save_outputs = true, .backward = conv2d_relu_backward_rule});
-  registry.no_derivative({"conv2d_backward"}, kNoDoubleBackward);
-  registry.no_derivative({"quantized_conv2d", "quantized_conv2d_add_"},
-                         "an integer inference kernel of deployed models; quantization-aware training differentiates "
-                         "fake_quantize instead");
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/conv.derivatives.inc"

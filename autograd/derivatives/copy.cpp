@@ -16,13 +16,6 @@ TensorList to_device_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(copy) {
-  registry.def("to", {.node_name = "ToCopyBackward", .backward = to_backward});
-  registry.def("to_device", {.node_name = "ToDeviceBackward", .backward = to_device_backward});
-  registry.def("clone", {.node_name = "CloneBackward", .backward = identity_backward});
-  registry.def("contiguous", {.node_name = "ContiguousBackward", .backward = identity_backward});
-  registry.non_differentiable({"detach"}, "its output is cut from the graph by definition");
-  registry.non_differentiable({"item"}, "returns a Scalar, not a tensor");
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/copy.derivatives.inc"

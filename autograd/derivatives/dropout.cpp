@@ -17,10 +17,6 @@ TensorList native_dropout_rule(const BackwardContext& ctx, const TensorList& g) 
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(dropout) {
-  registry.def("native_dropout", {.node_name = "NativeDropoutBackward", .save_outputs = true,
-                                  .backward = native_dropout_rule});
-  registry.no_derivative({"native_dropout_backward"}, kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/dropout.derivatives.inc"

@@ -68,12 +68,6 @@ TensorList index_add_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(index) {
-  registry.def("cat", {.node_name = "CatBackward", .backward = cat_backward});
-  registry.def("stack", {.node_name = "StackBackward", .backward = stack_backward});
-  registry.def("index_select",
-               {.node_name = "IndexSelectBackward", .save_inputs = save_inputs({"index"}), .backward = index_select_backward});
-  registry.def("index_add", {.node_name = "IndexAddBackward", .save_inputs = save_inputs({"index"}), .backward = index_add_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/index.derivatives.inc"

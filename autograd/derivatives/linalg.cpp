@@ -71,11 +71,6 @@ TensorList matmul_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(linalg) {
-  registry.def("mm", {.node_name = "MmBackward", .save_inputs = kSaveAll, .backward = mm_backward});
-  registry.def("bmm", {.node_name = "BmmBackward", .save_inputs = kSaveAll, .backward = bmm_backward});
-  registry.def("matmul", {.node_name = "MatmulBackward", .save_inputs = kSaveAll, .backward = matmul_backward});
-  registry.def("addmm", {.node_name = "AddmmBackward", .save_inputs = save_inputs({"mat1", "mat2"}), .backward = addmm_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/linalg.derivatives.inc"

@@ -32,16 +32,6 @@ TensorList pointwise_rule(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(loss) {
-  registry.def("nll_loss", {.node_name = "NllLossBackward", .save_inputs = kSaveAll, .backward = nll_loss_rule});
-  registry.def("cross_entropy", {.node_name = "CrossEntropyLossBackward", .save_inputs = kSaveAll,
-                                 .backward = cross_entropy_rule});
-  registry.def("mse_loss", {.node_name = "MseLossBackward", .save_inputs = kSaveAll,
-                            .backward = pointwise_rule<mse_loss_backward>});
-  registry.def("l1_loss", {.node_name = "L1LossBackward", .save_inputs = kSaveAll,
-                           .backward = pointwise_rule<l1_loss_backward>});
-  registry.no_derivative({"nll_loss_backward", "cross_entropy_backward", "mse_loss_backward", "l1_loss_backward"},
-                         kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/loss.derivatives.inc"

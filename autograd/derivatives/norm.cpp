@@ -46,18 +46,8 @@ TensorList batch_norm_relu_rule(const BackwardContext& ctx, const TensorList& g)
   return ctx.gradients({{"input", gx}, {"weight", gw}, {"bias", gb}});
 }
 
-constexpr SaveInputs kSaveStatistics = save_inputs({"input", "weight", "running_mean", "running_var"});
-
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(norm) {
-  registry.def("batch_norm_relu", {.node_name = "BatchNormReluBackward", .save_inputs = kSaveStatistics,
-                                   .save_outputs = true, .backward = batch_norm_relu_rule});
-  registry.def("batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = kSaveStatistics,
-                              .backward = batch_norm_rule});
-  registry.def("native_batch_norm", {.node_name = "NativeBatchNormBackward", .save_inputs = kSaveStatistics,
-                                     .save_outputs = true, .backward = native_batch_norm_rule});
-  registry.no_derivative({"native_batch_norm_backward", "batch_norm_relu_backward"}, kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/norm.derivatives.inc"

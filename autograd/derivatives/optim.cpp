@@ -3,10 +3,6 @@
 
 namespace qflow::autograd {
 
-QFLOW_REGISTER_DERIVATIVES(optim) {
-  registry.no_derivative({"sgd_update_"},
-                         "an optimizer update writes parameters in place; run it under NoGradGuard, as "
-                         "Optimizer::step does");
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/optim.derivatives.inc"

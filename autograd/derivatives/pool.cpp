@@ -38,17 +38,6 @@ TensorList adaptive_avg_pool2d_backward_rule(const BackwardContext& ctx, const T
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(pool) {
-  registry.def("max_pool2d", {.node_name = "MaxPool2DBackward", .save_inputs = kSaveAll,
-                              .backward = max_pool2d_backward_rule});
-  registry.def("max_pool2d_with_indices", {.node_name = "MaxPool2DWithIndicesBackward", .save_inputs = kSaveAll,
-                                           .save_outputs = true, .backward = max_pool2d_with_indices_backward_rule});
-  registry.def("avg_pool2d", {.node_name = "AvgPool2DBackward", .save_inputs = kSaveAll,
-                              .backward = avg_pool2d_backward_rule});
-  registry.def("adaptive_avg_pool2d", {.node_name = "AdaptiveAvgPool2DBackward", .save_inputs = kSaveAll,
-                                       .backward = adaptive_avg_pool2d_backward_rule});
-  registry.no_derivative({"max_pool2d_with_indices_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward"},
-                         kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/pool.derivatives.inc"

@@ -4,9 +4,6 @@
 
 namespace qflow::autograd {
 
-QFLOW_REGISTER_DERIVATIVES(random) {
-  registry.non_differentiable({"rand", "randn", "randint", "randperm", "rand_like", "randn_like"},
-                              "a fresh random draw does not depend on any input's values");
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/random.derivatives.inc"

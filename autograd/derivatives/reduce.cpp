@@ -122,23 +122,6 @@ TensorList dim_backward(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(reduce) {
-  registry.def("sum", {.node_name = "SumBackward", .backward = sum_backward});
-  registry.def("mean", {.node_name = "MeanBackward", .backward = mean_backward});
-  registry.def("var", {.node_name = "VarBackward", .save_inputs = kSaveAll, .backward = var_backward});
-  registry.def("std", {.node_name = "StdBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = std_backward});
-  registry.def("logsumexp",
-               {.node_name = "LogsumexpBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = logsumexp_backward});
-  registry.def("sum_to", {.node_name = "SumToBackward", .backward = sum_to_backward});
-  registry.def("mul_sum_to", {.node_name = "MulSumToBackward", .save_inputs = kSaveAll, .backward = mul_sum_to_backward});
-  registry.def("max.all", {.node_name = "MaxBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = all_backward});
-  registry.def("min.all", {.node_name = "MinBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = all_backward});
-  registry.def("max.dim", {.node_name = "MaxBackward", .save_outputs = true, .backward = dim_backward});
-  registry.def("min.dim", {.node_name = "MinBackward", .save_outputs = true, .backward = dim_backward});
-  registry.def("amax", {.node_name = "AmaxBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = amax_backward});
-  registry.def("amin", {.node_name = "AminBackward", .save_inputs = kSaveAll, .save_outputs = true, .backward = amax_backward});
-  registry.non_differentiable({"argmax", "argmin"}, "integer indices");
-  registry.no_derivative({"value_selecting_reduction_backward"}, kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/reduce.derivatives.inc"

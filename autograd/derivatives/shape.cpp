@@ -63,20 +63,6 @@ TensorList expand_backward(const BackwardContext& ctx, const TensorList& g) { re
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(shape) {
-  registry.def("view", {.node_name = "ViewBackward", .backward = reshape_backward});
-  registry.def("reshape", {.node_name = "ReshapeBackward", .backward = reshape_backward});
-  registry.def("flatten", {.node_name = "FlattenBackward", .backward = reshape_backward});
-  registry.def("squeeze", {.node_name = "SqueezeBackward", .backward = reshape_backward});
-  registry.def("squeeze.dim", {.node_name = "SqueezeBackward", .backward = reshape_backward});
-  registry.def("unsqueeze", {.node_name = "UnsqueezeBackward", .backward = reshape_backward});
-  registry.def("permute", {.node_name = "PermuteBackward", .backward = permute_backward});
-  registry.def("transpose", {.node_name = "TransposeBackward", .backward = transpose_backward});
-  registry.def("t", {.node_name = "TBackward", .backward = t_backward});
-  registry.def("narrow", {.node_name = "NarrowBackward", .backward = narrow_backward});
-  registry.def("slice", {.node_name = "SliceBackward", .backward = slice_backward});
-  registry.def("select", {.node_name = "SelectBackward", .backward = select_backward});
-  registry.def("expand", {.node_name = "ExpandBackward", .backward = expand_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/shape.derivatives.inc"

@@ -15,10 +15,6 @@ TensorList log_softmax_rule(const BackwardContext& ctx, const TensorList& g) {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(softmax) {
-  registry.def("softmax", {.node_name = "SoftmaxBackward", .save_outputs = true, .backward = softmax_rule});
-  registry.def("log_softmax", {.node_name = "LogSoftmaxBackward", .save_outputs = true, .backward = log_softmax_rule});
-  registry.no_derivative({"softmax_backward", "log_softmax_backward"}, kNoDoubleBackward);
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/softmax.derivatives.inc"

@@ -36,18 +36,6 @@ TensorList zero_backward(const BackwardContext&, const TensorList& g) { return {
 
 }  // namespace
 
-QFLOW_REGISTER_DERIVATIVES(unary) {
-  registry.def("neg", {.node_name = "NegBackward", .backward = neg_backward});
-  registry.def("abs", {.node_name = "AbsBackward", .save_inputs = kSaveAll, .backward = abs_backward});
-  registry.def("exp", {.node_name = "ExpBackward", .save_outputs = true, .backward = exp_backward});
-  registry.def("log", {.node_name = "LogBackward", .save_inputs = kSaveAll, .backward = log_backward});
-  registry.def("sqrt", {.node_name = "SqrtBackward", .save_outputs = true, .backward = sqrt_backward});
-  registry.def("rsqrt", {.node_name = "RsqrtBackward", .save_outputs = true, .backward = rsqrt_backward});
-  registry.def("sigmoid", {.node_name = "SigmoidBackward", .save_outputs = true, .backward = sigmoid_backward});
-  registry.def("tanh", {.node_name = "TanhBackward", .save_outputs = true, .backward = tanh_backward});
-  registry.def("sign", {.node_name = "SignBackward", .backward = zero_backward});
-  registry.def("round", {.node_name = "RoundBackward", .backward = zero_backward});
-  registry.def("floor", {.node_name = "FloorBackward", .backward = zero_backward});
-}
-
 }  // namespace qflow::autograd
+
+#include "autograd/derivatives/unary.derivatives.inc"

@@ -50,10 +50,4 @@ Stack random_crop_flip_normalize_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-namespace qflow {
-
-QFLOW_REGISTER_OPS(cuda_augment) {
-  registry.impl("random_crop_flip_normalize", DeviceType::CUDA, cuda::random_crop_flip_normalize_kernel);
-}
-
-}  // namespace qflow
+#include "cuda/kernels/augment_ops.cuda.inc"

@@ -414,9 +414,4 @@ Stack conv2d_backward_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_conv) {
-  using namespace qflow;
-  registry.impl("conv2d", DeviceType::CUDA, cuda::conv2d_cuda<false>);
-  registry.impl("conv2d_relu", DeviceType::CUDA, cuda::conv2d_cuda<true>);
-  registry.impl("conv2d_backward", DeviceType::CUDA, cuda::conv2d_backward_cuda);
-}
+#include "cuda/kernels/conv_ops.cuda.inc"

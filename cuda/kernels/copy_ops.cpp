@@ -103,16 +103,4 @@ Stack zero__kernel(OpArgs& a) { return fill_with(a.tensor("self"), Scalar(0)); }
 }  // namespace
 }  // namespace qflow::cuda
 
-namespace qflow {
-
-QFLOW_REGISTER_OPS(cuda_copy) {
-  using namespace cuda;
-  registry.impl("to", DeviceType::CUDA, to_kernel);
-  registry.impl("clone", DeviceType::CUDA, clone_kernel);
-  registry.impl("contiguous", DeviceType::CUDA, contiguous_kernel);
-  registry.impl("copy_", DeviceType::CUDA, copy__kernel);
-  registry.impl("fill_", DeviceType::CUDA, fill__kernel);
-  registry.impl("zero_", DeviceType::CUDA, zero__kernel);
-}
-
-}  // namespace qflow
+#include "cuda/kernels/copy_ops.cuda.inc"

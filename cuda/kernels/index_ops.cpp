@@ -133,14 +133,4 @@ Stack index_add_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-namespace qflow {
-
-QFLOW_REGISTER_OPS(cuda_index) {
-  using namespace cuda;
-  registry.impl("cat", DeviceType::CUDA, cat_kernel);
-  registry.impl("stack", DeviceType::CUDA, stack_kernel);
-  registry.impl("index_select", DeviceType::CUDA, index_select_kernel);
-  registry.impl("index_add", DeviceType::CUDA, index_add_kernel);
-}
-
-}  // namespace qflow
+#include "cuda/kernels/index_ops.cuda.inc"

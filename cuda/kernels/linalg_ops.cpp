@@ -391,10 +391,4 @@ Stack addmm_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_linalg) {
-  using namespace qflow;
-  registry.impl("mm", DeviceType::CUDA, cuda::mm_cuda);
-  registry.impl("bmm", DeviceType::CUDA, cuda::bmm_cuda);
-  registry.impl("matmul", DeviceType::CUDA, cuda::matmul_cuda);
-  registry.impl("addmm", DeviceType::CUDA, cuda::addmm_cuda);
-}
+#include "cuda/kernels/linalg_ops.cuda.inc"

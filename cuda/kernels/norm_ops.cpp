@@ -190,11 +190,4 @@ Stack batch_norm_relu_backward_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_norm) {
-  using namespace qflow::cuda;
-  registry.impl("batch_norm", qflow::DeviceType::CUDA, batch_norm_cuda);
-  registry.impl("native_batch_norm", qflow::DeviceType::CUDA, native_batch_norm_cuda);
-  registry.impl("native_batch_norm_backward", qflow::DeviceType::CUDA, native_batch_norm_backward_cuda);
-  registry.impl("batch_norm_relu", qflow::DeviceType::CUDA, batch_norm_relu_cuda);
-  registry.impl("batch_norm_relu_backward", qflow::DeviceType::CUDA, batch_norm_relu_backward_cuda);
-}
+#include "cuda/kernels/norm_ops.cuda.inc"

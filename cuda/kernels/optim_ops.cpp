@@ -77,4 +77,4 @@ Stack sgd_update_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_optim) { registry.impl("sgd_update_", qflow::DeviceType::CUDA, qflow::cuda::sgd_update_cuda); }
+#include "cuda/kernels/optim_ops.cuda.inc"

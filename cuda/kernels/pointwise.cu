@@ -129,6 +129,8 @@ struct UnaryFn {
       return clip(x, T(0), T(6));
     } else if constexpr (K == UnaryOp::Hardswish) {
       return x * clip(x + T(3), T(0), T(6)) / T(6);
+    } else if constexpr (K == UnaryOp::Hardsigmoid) {
+      return clip(x + T(3), T(0), T(6)) / T(6);
     } else if constexpr (K == UnaryOp::LeakyRelu) {
       return x > T(0) ? x : x * p0;
     } else if constexpr (K == UnaryOp::Silu) {
@@ -175,7 +177,7 @@ template <UnaryOp K>
 constexpr int unary_types() {  // 0: all, 1: all but bool, 2: floating
   switch (K) {
     case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Sigmoid:
-    case UnaryOp::Tanh: case UnaryOp::Hardtanh: case UnaryOp::Relu6: case UnaryOp::Hardswish: case UnaryOp::Silu:
+    case UnaryOp::Tanh: case UnaryOp::Hardtanh: case UnaryOp::Relu6: case UnaryOp::Hardswish: case UnaryOp::Hardsigmoid: case UnaryOp::Silu:
     case UnaryOp::LeakyRelu:
       return 2;
     case UnaryOp::Relu: case UnaryOp::SubScalar: case UnaryOp::DivScalar: case UnaryOp::RSubScalar:
@@ -257,6 +259,8 @@ struct BinaryFn {
       return (b > p0 && b < p1) ? a : T(0);
     } else if constexpr (K == BinaryOp::HardswishBackward) {
       return b < T(-3) ? T(0) : (b <= T(3) ? a * (b / T(3) + T(0.5)) : a);
+    } else if constexpr (K == BinaryOp::HardsigmoidBackward) {
+      return (b > T(-3) && b < T(3)) ? a / T(6) : T(0);
     } else if constexpr (K == BinaryOp::SiluBackward) {
       const T sig = stable_sigmoid(b);
       return a * sig * (T(1) + b * (T(1) - sig));
@@ -270,7 +274,8 @@ template <BinaryOp K>
 constexpr int binary_types() {
   switch (K) {
     case BinaryOp::Div: case BinaryOp::AddRelu: case BinaryOp::ThresholdBackward: case BinaryOp::HardtanhBackward:
-    case BinaryOp::HardswishBackward: case BinaryOp::LeakyReluBackward: case BinaryOp::SiluBackward:
+    case BinaryOp::HardswishBackward: case BinaryOp::HardsigmoidBackward: case BinaryOp::LeakyReluBackward:
+    case BinaryOp::SiluBackward:
       return 2;
     case BinaryOp::Sub:
       return 1;
@@ -501,7 +506,7 @@ bool unary_supports(UnaryOp op, ScalarType dtype) {
     QFLOW_UNARY_CASE(Neg) QFLOW_UNARY_CASE(Abs) QFLOW_UNARY_CASE(Sign) QFLOW_UNARY_CASE(Round)
     QFLOW_UNARY_CASE(Floor) QFLOW_UNARY_CASE(Exp) QFLOW_UNARY_CASE(Log) QFLOW_UNARY_CASE(Sqrt)
     QFLOW_UNARY_CASE(Rsqrt) QFLOW_UNARY_CASE(Sigmoid) QFLOW_UNARY_CASE(Tanh) QFLOW_UNARY_CASE(Relu)
-    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish) QFLOW_UNARY_CASE(Silu)
+    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish) QFLOW_UNARY_CASE(Hardsigmoid) QFLOW_UNARY_CASE(Silu)
     QFLOW_UNARY_CASE(LeakyRelu) QFLOW_UNARY_CASE(AddScalar) QFLOW_UNARY_CASE(SubScalar)
     QFLOW_UNARY_CASE(MulScalar) QFLOW_UNARY_CASE(DivScalar) QFLOW_UNARY_CASE(RSubScalar)
     QFLOW_UNARY_CASE(RDivScalar) QFLOW_UNARY_CASE(PowScalar)
@@ -516,7 +521,7 @@ bool binary_supports(BinaryOp op, ScalarType dtype) {
   case BinaryOp::K: return type_in(binary_types<BinaryOp::K>(), dtype);
     QFLOW_BINARY_CASE(Add) QFLOW_BINARY_CASE(Sub) QFLOW_BINARY_CASE(Mul) QFLOW_BINARY_CASE(Div)
     QFLOW_BINARY_CASE(AddRelu) QFLOW_BINARY_CASE(Pow) QFLOW_BINARY_CASE(Minimum) QFLOW_BINARY_CASE(Maximum)
-    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward) QFLOW_BINARY_CASE(SiluBackward)
+    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward) QFLOW_BINARY_CASE(HardsigmoidBackward) QFLOW_BINARY_CASE(SiluBackward)
     QFLOW_BINARY_CASE(LeakyReluBackward)
 #undef QFLOW_BINARY_CASE
   }
@@ -531,7 +536,7 @@ void launch_unary(UnaryOp op, ScalarType dtype, const StridedGeometry& g, void* 
     QFLOW_UNARY_CASE(Neg) QFLOW_UNARY_CASE(Abs) QFLOW_UNARY_CASE(Sign) QFLOW_UNARY_CASE(Round)
     QFLOW_UNARY_CASE(Floor) QFLOW_UNARY_CASE(Exp) QFLOW_UNARY_CASE(Log) QFLOW_UNARY_CASE(Sqrt)
     QFLOW_UNARY_CASE(Rsqrt) QFLOW_UNARY_CASE(Sigmoid) QFLOW_UNARY_CASE(Tanh) QFLOW_UNARY_CASE(Relu)
-    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish) QFLOW_UNARY_CASE(Silu)
+    QFLOW_UNARY_CASE(Clamp) QFLOW_UNARY_CASE(Hardtanh) QFLOW_UNARY_CASE(Relu6) QFLOW_UNARY_CASE(Hardswish) QFLOW_UNARY_CASE(Hardsigmoid) QFLOW_UNARY_CASE(Silu)
     QFLOW_UNARY_CASE(LeakyRelu) QFLOW_UNARY_CASE(AddScalar) QFLOW_UNARY_CASE(SubScalar)
     QFLOW_UNARY_CASE(MulScalar) QFLOW_UNARY_CASE(DivScalar) QFLOW_UNARY_CASE(RSubScalar)
     QFLOW_UNARY_CASE(RDivScalar) QFLOW_UNARY_CASE(PowScalar)
@@ -546,7 +551,7 @@ void launch_binary(BinaryOp op, ScalarType dtype, const StridedGeometry& g, void
   case BinaryOp::K: run_binary<BinaryOp::K>(dtype, g, out, a, b, p0, p1, stream); break;
     QFLOW_BINARY_CASE(Add) QFLOW_BINARY_CASE(Sub) QFLOW_BINARY_CASE(Mul) QFLOW_BINARY_CASE(Div)
     QFLOW_BINARY_CASE(AddRelu) QFLOW_BINARY_CASE(Pow) QFLOW_BINARY_CASE(Minimum) QFLOW_BINARY_CASE(Maximum)
-    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward) QFLOW_BINARY_CASE(SiluBackward)
+    QFLOW_BINARY_CASE(ThresholdBackward) QFLOW_BINARY_CASE(HardtanhBackward) QFLOW_BINARY_CASE(HardswishBackward) QFLOW_BINARY_CASE(HardsigmoidBackward) QFLOW_BINARY_CASE(SiluBackward)
     QFLOW_BINARY_CASE(LeakyReluBackward)
 #undef QFLOW_BINARY_CASE
   }

@@ -17,7 +17,8 @@ enum class UnaryOp : int {
   Neg, Abs, Sign, Round, Floor,                 // every dtype (sign alone for bool)
   Exp, Log, Sqrt, Rsqrt, Sigmoid, Tanh,         // floating
   Relu, Clamp,                                  // every dtype but bool (clamp: p0 lower, p1 upper)
-  Hardtanh, Relu6, Hardswish, LeakyRelu, Silu,  // floating (hardtanh: p0 min, p1 max; leaky: p0 slope)
+  Hardtanh, Relu6, Hardswish, Hardsigmoid,     // floating (hardtanh: p0 min, p1 max)
+  LeakyRelu, Silu,                              // floating (leaky: p0 slope)
   AddScalar, SubScalar, MulScalar, DivScalar,   // x (op) p0; bool: add is or, mul is and
   RSubScalar, RDivScalar,                       // p0 (op) x
   PowScalar,                                    // x ** p0
@@ -32,6 +33,7 @@ enum class BinaryOp : int {
   ThresholdBackward,    // a: grad, b: output; b > p0 ? a : 0 (floating)
   HardtanhBackward,     // p0 < b < p1 ? a : 0 (floating)
   HardswishBackward,    // floating
+  HardsigmoidBackward,  // -3 < b < 3 ? a / 6 : 0 (floating)
   LeakyReluBackward,    // b > 0 ? a : a * p0 (floating)
   SiluBackward,         // a: grad, b: input; a * s * (1 + b * (1 - s)), s = sigmoid(b) (floating)
 };

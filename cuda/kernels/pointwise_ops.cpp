@@ -37,6 +37,7 @@ constexpr const char* binary_name(BinaryOp k) {
     case BinaryOp::ThresholdBackward: return "threshold_backward";
     case BinaryOp::HardtanhBackward: return "hardtanh_backward";
     case BinaryOp::HardswishBackward: return "hardswish_backward";
+    case BinaryOp::HardsigmoidBackward: return "hardsigmoid_backward";
     case BinaryOp::SiluBackward: return "silu_backward";
     default: return "leaky_relu_backward";
   }
@@ -253,6 +254,7 @@ constexpr const char* unary_name() {
     case UnaryOp::Hardtanh: return "hardtanh";
     case UnaryOp::Relu6: return "relu6";
     case UnaryOp::Hardswish: return "hardswish";
+    case UnaryOp::Hardsigmoid: return "hardsigmoid";
     case UnaryOp::Silu: return "silu";
     case UnaryOp::LeakyRelu: return "leaky_relu";
     default: return "?";
@@ -505,83 +507,4 @@ Stack random_like_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-namespace qflow {
-
-QFLOW_REGISTER_OPS(cuda_pointwise) {
-  using namespace cuda;
-  constexpr DeviceType kCuda = DeviceType::CUDA;
-  // arithmetic.cpp
-  registry.impl("add", kCuda, arith_kernel<BinaryOp::Add>);
-  registry.impl("sub", kCuda, arith_kernel<BinaryOp::Sub>);
-  registry.impl("mul", kCuda, arith_kernel<BinaryOp::Mul>);
-  registry.impl("div", kCuda, arith_kernel<BinaryOp::Div>);
-  registry.impl("add.Scalar", kCuda, scalar_kernel<UnaryOp::AddScalar>);
-  registry.impl("sub.Scalar", kCuda, scalar_kernel<UnaryOp::SubScalar>);
-  registry.impl("mul.Scalar", kCuda, scalar_kernel<UnaryOp::MulScalar>);
-  registry.impl("div.Scalar", kCuda, scalar_kernel<UnaryOp::DivScalar>);
-  registry.impl("rsub", kCuda, scalar_kernel<UnaryOp::RSubScalar>);
-  registry.impl("rdiv", kCuda, scalar_kernel<UnaryOp::RDivScalar>);
-  registry.impl("add_", kCuda, arith_inplace_kernel<BinaryOp::Add>);
-  registry.impl("sub_", kCuda, arith_inplace_kernel<BinaryOp::Sub>);
-  registry.impl("mul_", kCuda, arith_inplace_kernel<BinaryOp::Mul>);
-  registry.impl("div_", kCuda, arith_inplace_kernel<BinaryOp::Div>);
-  registry.impl("add_.Scalar", kCuda, scalar_inplace_kernel<UnaryOp::AddScalar>);
-  registry.impl("sub_.Scalar", kCuda, scalar_inplace_kernel<UnaryOp::SubScalar>);
-  registry.impl("mul_.Scalar", kCuda, scalar_inplace_kernel<UnaryOp::MulScalar>);
-  registry.impl("div_.Scalar", kCuda, scalar_inplace_kernel<UnaryOp::DivScalar>);
-  // add_relu.cpp, binary_math.cpp
-  registry.impl("add_relu", kCuda, add_relu_kernel);
-  registry.impl("pow", kCuda, pow_kernel);
-  registry.impl("pow.Scalar", kCuda, pow_scalar_kernel);
-  registry.impl("minimum", kCuda, minimum_kernel);
-  registry.impl("maximum", kCuda, maximum_kernel);
-  // unary.cpp
-  registry.impl("neg", kCuda, unary_kernel<UnaryOp::Neg>);
-  registry.impl("abs", kCuda, unary_kernel<UnaryOp::Abs>);
-  registry.impl("sign", kCuda, unary_kernel<UnaryOp::Sign>);
-  registry.impl("round", kCuda, unary_kernel<UnaryOp::Round>);
-  registry.impl("floor", kCuda, unary_kernel<UnaryOp::Floor>);
-  registry.impl("exp", kCuda, unary_kernel<UnaryOp::Exp>);
-  registry.impl("log", kCuda, unary_kernel<UnaryOp::Log>);
-  registry.impl("sqrt", kCuda, unary_kernel<UnaryOp::Sqrt>);
-  registry.impl("rsqrt", kCuda, unary_kernel<UnaryOp::Rsqrt>);
-  registry.impl("sigmoid", kCuda, unary_kernel<UnaryOp::Sigmoid>);
-  registry.impl("tanh", kCuda, unary_kernel<UnaryOp::Tanh>);
-  // clamp.cpp
-  registry.impl("relu", kCuda, unary_kernel<UnaryOp::Relu>);
-  registry.impl("relu_", kCuda, relu_inplace_kernel);
-  registry.impl("threshold_backward", kCuda, threshold_backward_kernel);
-  registry.impl("clamp", kCuda, clamp_kernel);
-  registry.impl("clamp_", kCuda, clamp_inplace_kernel);
-  // activation.cpp
-  registry.impl("hardtanh", kCuda, unary_kernel<UnaryOp::Hardtanh>);
-  registry.impl("relu6", kCuda, unary_kernel<UnaryOp::Relu6>);
-  registry.impl("hardswish", kCuda, unary_kernel<UnaryOp::Hardswish>);
-  registry.impl("silu", kCuda, unary_kernel<UnaryOp::Silu>);
-  registry.impl("leaky_relu", kCuda, unary_kernel<UnaryOp::LeakyRelu>);
-  registry.impl("hardtanh_backward", kCuda, activation_backward_kernel<BinaryOp::HardtanhBackward>);
-  registry.impl("hardswish_backward", kCuda, activation_backward_kernel<BinaryOp::HardswishBackward>);
-  registry.impl("silu_backward", kCuda, activation_backward_kernel<BinaryOp::SiluBackward>);
-  registry.impl("leaky_relu_backward", kCuda, activation_backward_kernel<BinaryOp::LeakyReluBackward>);
-  // compare.cpp
-  registry.impl("eq", kCuda, compare_kernel<CompareOp::Eq>);
-  registry.impl("ne", kCuda, compare_kernel<CompareOp::Ne>);
-  registry.impl("lt", kCuda, compare_kernel<CompareOp::Lt>);
-  registry.impl("le", kCuda, compare_kernel<CompareOp::Le>);
-  registry.impl("gt", kCuda, compare_kernel<CompareOp::Gt>);
-  registry.impl("ge", kCuda, compare_kernel<CompareOp::Ge>);
-  registry.impl("eq.Scalar", kCuda, compare_scalar_kernel<CompareOp::Eq>);
-  registry.impl("ne.Scalar", kCuda, compare_scalar_kernel<CompareOp::Ne>);
-  registry.impl("lt.Scalar", kCuda, compare_scalar_kernel<CompareOp::Lt>);
-  registry.impl("le.Scalar", kCuda, compare_scalar_kernel<CompareOp::Le>);
-  registry.impl("gt.Scalar", kCuda, compare_scalar_kernel<CompareOp::Gt>);
-  registry.impl("ge.Scalar", kCuda, compare_scalar_kernel<CompareOp::Ge>);
-  registry.impl("where", kCuda, where_kernel);
-  // dropout.cpp, random.cpp
-  registry.impl("native_dropout", kCuda, native_dropout_kernel);
-  registry.impl("native_dropout_backward", kCuda, native_dropout_backward_kernel);
-  registry.impl("rand_like", kCuda, random_like_kernel<false>);
-  registry.impl("randn_like", kCuda, random_like_kernel<true>);
-}
-
-}  // namespace qflow
+#include "cuda/kernels/pointwise_ops.cuda.inc"

@@ -194,14 +194,4 @@ Stack adaptive_avg_pool2d_backward_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_pool) {
-  using namespace qflow::cuda;
-  using qflow::DeviceType;
-  registry.impl("max_pool2d", DeviceType::CUDA, max_pool2d_cuda);
-  registry.impl("max_pool2d_with_indices", DeviceType::CUDA, max_pool2d_with_indices_cuda);
-  registry.impl("max_pool2d_with_indices_backward", DeviceType::CUDA, max_pool2d_backward_cuda);
-  registry.impl("avg_pool2d", DeviceType::CUDA, avg_pool2d_cuda);
-  registry.impl("avg_pool2d_backward", DeviceType::CUDA, avg_pool2d_backward_cuda);
-  registry.impl("adaptive_avg_pool2d", DeviceType::CUDA, adaptive_avg_pool2d_cuda);
-  registry.impl("adaptive_avg_pool2d_backward", DeviceType::CUDA, adaptive_avg_pool2d_backward_cuda);
-}
+#include "cuda/kernels/pool_ops.cuda.inc"

@@ -177,11 +177,4 @@ Stack observe_moving_average_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_quantize) {
-  using namespace qflow::cuda;
-  registry.impl("fake_quantize", qflow::DeviceType::CUDA, fake_quantize_cuda);
-  registry.impl("fake_quantize_backward", qflow::DeviceType::CUDA, fake_quantize_backward_cuda);
-  registry.impl("quantize", qflow::DeviceType::CUDA, quantize_cuda);
-  registry.impl("choose_qparams", qflow::DeviceType::CUDA, choose_qparams_cuda);
-  registry.impl("observe_moving_average_", qflow::DeviceType::CUDA, observe_moving_average_cuda);
-}
+#include "cuda/kernels/quantize_ops.cuda.inc"

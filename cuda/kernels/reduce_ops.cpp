@@ -229,27 +229,4 @@ Stack select_backward_kernel(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-namespace qflow {
-
-QFLOW_REGISTER_OPS(cuda_reduce) {
-  using namespace cuda;
-  constexpr DeviceType kCuda = DeviceType::CUDA;
-  registry.impl("sum", kCuda, sum_kernel);
-  registry.impl("mean", kCuda, mean_kernel);
-  registry.impl("var", kCuda, var_kernel<false>);
-  registry.impl("std", kCuda, var_kernel<true>);
-  registry.impl("logsumexp", kCuda, logsumexp_kernel);
-  registry.impl("sum_to", kCuda, sum_to_kernel);
-  registry.impl("mul_sum_to", kCuda, mul_sum_to_kernel);
-  registry.impl("max.all", kCuda, all_kernel<true>);
-  registry.impl("min.all", kCuda, all_kernel<false>);
-  registry.impl("max.dim", kCuda, dim_kernel<true>);
-  registry.impl("min.dim", kCuda, dim_kernel<false>);
-  registry.impl("argmax", kCuda, arg_kernel<true>);
-  registry.impl("argmin", kCuda, arg_kernel<false>);
-  registry.impl("amax", kCuda, amax_kernel<true>);
-  registry.impl("amin", kCuda, amax_kernel<false>);
-  registry.impl("value_selecting_reduction_backward", kCuda, select_backward_kernel);
-}
-
-}  // namespace qflow
+#include "cuda/kernels/reduce_ops.cuda.inc"

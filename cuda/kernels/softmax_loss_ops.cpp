@@ -198,19 +198,4 @@ Stack pointwise_loss_backward_cuda(OpArgs& a) {
 }  // namespace
 }  // namespace qflow::cuda
 
-QFLOW_REGISTER_OPS(cuda_softmax_loss) {
-  using namespace qflow::cuda;
-  using qflow::DeviceType;
-  registry.impl("softmax", DeviceType::CUDA, softmax_cuda<false>);
-  registry.impl("log_softmax", DeviceType::CUDA, softmax_cuda<true>);
-  registry.impl("softmax_backward", DeviceType::CUDA, softmax_backward_cuda<false>);
-  registry.impl("log_softmax_backward", DeviceType::CUDA, softmax_backward_cuda<true>);
-  registry.impl("nll_loss", DeviceType::CUDA, class_loss_cuda<false>);
-  registry.impl("cross_entropy", DeviceType::CUDA, class_loss_cuda<true>);
-  registry.impl("nll_loss_backward", DeviceType::CUDA, class_loss_backward_cuda<false>);
-  registry.impl("cross_entropy_backward", DeviceType::CUDA, class_loss_backward_cuda<true>);
-  registry.impl("mse_loss", DeviceType::CUDA, pointwise_loss_cuda<false>);
-  registry.impl("l1_loss", DeviceType::CUDA, pointwise_loss_cuda<true>);
-  registry.impl("mse_loss_backward", DeviceType::CUDA, pointwise_loss_backward_cuda<false>);
-  registry.impl("l1_loss_backward", DeviceType::CUDA, pointwise_loss_backward_cuda<true>);
-}
+#include "cuda/kernels/softmax_loss_ops.cuda.inc"

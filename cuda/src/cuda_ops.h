@@ -3,8 +3,9 @@
 // op's arguments, allocates its outputs on the device and calls a launcher from a .cu file.
 // Note [CUDA kernel files]: device code lives in .cu files that include only plain headers
 // (<cstdint>, <cuda_runtime_api.h>, cuda/kernels/*.cuh) and export launchers taking pointers,
-// sizes and a cudaStream_t; the .cpp beside them registers the ops (registry.impl(name,
-// DeviceType::CUDA, fn)). nvcc then never parses qflow's C++20 headers, and a launcher is
+// sizes and a cudaStream_t; the .cpp beside them holds the kernels that read an op's arguments
+// and ends with the registrations gen-ops writes from the ops' `cuda = "kernel"` (Note [One
+// declaration per op]). nvcc then never parses qflow's C++20 headers, and a launcher is
 // testable from any host code.
 #include <cuda_runtime_api.h>
 

@@ -1,6 +1,6 @@
 // The size ops a traced graph uses to keep shapes symbolic (see Note [Symbolic sizes in fx]):
 // sym_size reads one dimension of a tensor, sym_add/sub/mul/div/mod combine sizes. They are
-// registered like any core op so a graph node re-runs them by name; their kernels compute
+// declared (fx/ops/sym.toml) like any core op so a graph node re-runs them by name; their kernels compute
 // with SymInt arithmetic, so running them on proxies (tracing a GraphModule again) records
 // new size nodes instead of specialising.
 #include "qflow/autograd/derivatives.h"
@@ -25,15 +25,6 @@ Stack sym_binary_kernel(OpArgs& a) {
 
 }  // namespace qflow::fx
 
-QFLOW_REGISTER_OPS(fx_sym) {
-  using namespace qflow::fx;
-  registry.def("sym_size(Tensor self, int dim) -> int", no_tensor_output, sym_size_kernel);
-  registry.device_generic({"sym_size"});  // reads a size, never an element
-  registry.def("sym_add(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'+'>);
-  registry.def("sym_sub(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'-'>);
-  registry.def("sym_mul(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'*'>);
-  registry.def("sym_div(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'/'>);
-  registry.def("sym_mod(int a, int b) -> int", no_tensor_output, sym_binary_kernel<'%'>);
-}
-
-QFLOW_REGISTER_DERIVATIVES(fx_sym) { registry.non_differentiable({"sym_size"}); }
+// The registration and derivative declarations of fx/ops/sym.toml (Note [One declaration per op]).
+#include "fx/ops/sym.inc"
+#include "fx/src/sym_ops.derivatives.inc"

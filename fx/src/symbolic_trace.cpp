@@ -16,7 +16,8 @@ struct LeafTypes {
       typeid(nn::Conv2d),     typeid(nn::Linear),    typeid(nn::BatchNorm1d), typeid(nn::BatchNorm2d),
       typeid(nn::ReLU),       typeid(nn::ReLU6),     typeid(nn::Hardswish),   typeid(nn::Sigmoid),
       typeid(nn::Tanh),       typeid(nn::Identity),  typeid(nn::Flatten),     typeid(nn::Dropout),
-      typeid(nn::MaxPool2d),  typeid(nn::AvgPool2d), typeid(nn::AdaptiveAvgPool2d), typeid(nn::SiLU)};
+      typeid(nn::MaxPool2d),  typeid(nn::AvgPool2d), typeid(nn::AdaptiveAvgPool2d), typeid(nn::SiLU),
+      typeid(nn::Hardsigmoid)};
 };
 
 LeafTypes& leaf_types() {

@@ -171,25 +171,30 @@ std::vector<int64_t> pair_arg(const NodeArgs& a, std::string_view name, const st
   return v;
 }
 
-const std::map<std::string, FunctionConverter>& function_converters() {
-  static const auto table = [] {
-    std::map<std::string, FunctionConverter> t;
-    add_float_function_converters(t);
-    add_quant_function_converters(t);
+namespace {
+
+// Both tables come from the op declarations' `onnx` and `no_onnx` (gen-ops writes
+// add_*_declared into float_ops.cpp and quant_ops.cpp; Note [One declaration per op]).
+struct DeclaredTables {
+  std::map<std::string, FunctionConverter> converters;
+  std::map<std::string, std::string> refusals;
+};
+
+const DeclaredTables& declared_tables() {
+  static const auto tables = [] {
+    DeclaredTables t;
+    add_float_ops_declared(t.converters, t.refusals);
+    add_quant_ops_declared(t.converters, t.refusals);
     return t;
   }();
-  return table;
+  return tables;
 }
 
-const std::map<std::string, std::string>& refused_functions() {
-  static const auto table = [] {
-    std::map<std::string, std::string> t;
-    add_float_refusals(t);
-    add_quant_refusals(t);
-    return t;
-  }();
-  return table;
-}
+}  // namespace
+
+const std::map<std::string, FunctionConverter>& function_converters() { return declared_tables().converters; }
+
+const std::map<std::string, std::string>& refused_functions() { return declared_tables().refusals; }
 
 const std::unordered_map<std::type_index, ModuleConverter>& module_converters() {
   static const auto table = [] {

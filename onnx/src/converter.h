@@ -121,13 +121,44 @@ const std::map<std::string, std::string>& refused_functions();
 /// (see inline_modules) before conversion.
 const std::unordered_map<std::type_index, ModuleConverter>& module_converters();
 
-// Tables filled per family (float_ops.cpp, float_modules.cpp, ...), gathered by the two
-// functions above: explicit calls, nothing that static-library linking could drop.
-void add_float_function_converters(std::map<std::string, FunctionConverter>& table);
+// Tables filled per file, gathered by the functions above: explicit calls, nothing that
+// static-library linking could drop. The ops' converters and refusals are declared with the ops
+// (`onnx`, `onnx_arg`, `no_onnx`; Note [One declaration per op]) and registered by
+// add_*_declared, which gen-ops writes into float_ops.cpp and quant_ops.cpp.
+void add_float_ops_declared(std::map<std::string, FunctionConverter>& converters,
+                            std::map<std::string, std::string>& refusals);
+void add_quant_ops_declared(std::map<std::string, FunctionConverter>& converters,
+                            std::map<std::string, std::string>& refusals);
 void add_float_module_converters(std::unordered_map<std::type_index, ModuleConverter>& table);
-void add_quant_function_converters(std::map<std::string, FunctionConverter>& table);
-void add_float_refusals(std::map<std::string, std::string>& table);
-void add_quant_refusals(std::map<std::string, std::string>& table);
 void add_quant_module_converters(std::unordered_map<std::type_index, ModuleConverter>& table);
+
+// The reasons many ops' declarations give for their refusal (`no_onnx = "kBackwardOp"`).
+inline constexpr const char* kBackwardOp =
+    "a backward op; ONNX export writes the eval-mode forward computation";
+inline constexpr const char* kInPlaceOp =
+    "an in-place op; ONNX values cannot be overwritten (use the out-of-place op in the model's forward)";
+inline constexpr const char* kRandomDraw =
+    "a random draw; the exported graph must compute the same values every run";
+inline constexpr const char* kTensorFactory =
+    "a tensor factory; a model's constants reach the exported graph as buffers (initializers)";
+inline constexpr const char* kSymbolicArithmetic =
+    "arithmetic on symbolic sizes; ONNX export supports symbolic sizes only as view/reshape dimensions";
+inline constexpr const char* kTrainingLoss =
+    "a training loss; export the model without its loss";
+inline constexpr const char* kTrainingExtras =
+    "returns training-time extras (batch statistics, argmax indices) the exported graph has no use for; "
+    "the eval-mode model calls batch_norm / max_pool2d";
+inline constexpr const char* kFusedKernel =
+    "a fused kernel that qflow's inference passes create; export the model before fusing, where "
+    "add/conv2d/batch_norm and relu are separate ops";
+inline constexpr const char* kNoComputation =
+    "no computation for ONNX to express (autograd bookkeeping or a host scalar)";
+// The ops no exported model has needed yet: a converter added for one must match the op
+// exactly, checked against ONNX Runtime (tests/onnx/export_ops_test.cpp).
+inline constexpr const char* kNoConverterYet =
+    "no ONNX converter has been written for it yet (no exported model has needed one)";
+inline constexpr const char* kDeployedIntegerKernel =
+    "an integer kernel of deployed layers; the exporter writes deployed layers (DConv2d, DLinear) as "
+    "QuantizeLinear/DequantizeLinear around float Conv/Gemm (Note [Q/DQ export])";
 
 }  // namespace qflow::onnx::detail

@@ -37,6 +37,12 @@ void hardswish(ExportContext& c, const Node& n, const NodeArgs& a) {
   c.emit(n, "Mul", {x, gate});
 }
 
+// hardsigmoid(x) = relu6(x + 3) / 6 = clamp(x / 6 + 1/2, 0, 1): ONNX's HardSigmoid (opset 6) with
+// alpha 1/6 and beta 1/2.
+void hardsigmoid(ExportContext& c, const Node& n, const NodeArgs& a) {
+  c.emit(n, "HardSigmoid", {c.input(a, "self")}, {Attr("alpha", 1.0f / 6.0f), Attr("beta", 0.5f)});
+}
+
 // silu(x) = x * Sigmoid(x): ONNX has no SiLU op in the opsets qflow writes (13-17).
 void silu(ExportContext& c, const Node& n, const NodeArgs& a) {
   const std::string x = c.input(a, "self");
@@ -241,110 +247,46 @@ void conv2d(ExportContext& c, const Node& n, const NodeArgs& a) {
           Attr("group", a["groups"].to_int())});
 }
 
+// The converters that only adapt another's arguments (the rest are declared by their ops'
+// `onnx` and `onnx_arg`, Note [One declaration per op]).
+void relu6(ExportContext& c, const Node& n, const NodeArgs& a) { clip(c, n, a, 0.0, 6.0); }
+
+void hardtanh(ExportContext& c, const Node& n, const NodeArgs& a) {
+  clip(c, n, a, scalar_arg(a, "min_val"), scalar_arg(a, "max_val"));
+}
+
+void clamp(ExportContext& c, const Node& n, const NodeArgs& a) {
+  auto bound = [&](std::string_view name) {
+    return a[name].is_none() ? std::nullopt : std::optional<double>(scalar_arg(a, name));
+  };
+  clip(c, n, a, bound("min"), bound("max"));
+}
+
+void leaky_relu(ExportContext& c, const Node& n, const NodeArgs& a) {
+  c.emit(n, "LeakyRelu", {c.input(a, "self")}, {Attr("alpha", static_cast<float>(scalar_arg(a, "negative_slope")))});
+}
+
+void div(ExportContext& c, const Node& n, const NodeArgs& a) {
+  QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
+  binary(c, n, a, "Div");
+}
+
+void div_Scalar(ExportContext& c, const Node& n, const NodeArgs& a) {
+  QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
+  binary_scalar(c, n, a, "Div");
+}
+
+void mm(ExportContext& c, const Node& n, const NodeArgs& a) {
+  c.emit(n, "MatMul", {c.input(a, "self"), c.input(a, "mat2")});
+}
+
+void contiguous(ExportContext& c, const Node& n, const NodeArgs& a) { c.alias(n, a["self"]); }
+
+// A symbolic size has no tensor value; reshape reads it from the graph (see reshape).
+void sym_size(ExportContext&, const Node&, const NodeArgs&) {}
+
 }  // namespace
 
-void add_float_function_converters(std::map<std::string, FunctionConverter>& t) {
-  using Converter = void (*)(ExportContext&, const Node&, const NodeArgs&, std::string_view);
-  auto with = [](Converter convert, std::string_view op) {
-    return [convert, op](ExportContext& c, const Node& n, const NodeArgs& a) { convert(c, n, a, op); };
-  };
-  t["relu"] = with(unary, "Relu");
-  t["sigmoid"] = with(unary, "Sigmoid");
-  t["tanh"] = with(unary, "Tanh");
-  t["neg"] = with(unary, "Neg");
-  t["relu6"] = [](ExportContext& c, const Node& n, const NodeArgs& a) { clip(c, n, a, 0.0, 6.0); };
-  t["hardtanh"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
-    clip(c, n, a, scalar_arg(a, "min_val"), scalar_arg(a, "max_val"));
-  };
-  t["clamp"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
-    auto bound = [&](std::string_view name) {
-      return a[name].is_none() ? std::nullopt : std::optional<double>(scalar_arg(a, name));
-    };
-    clip(c, n, a, bound("min"), bound("max"));
-  };
-  t["hardswish"] = hardswish;
-  t["silu"] = silu;
-  t["leaky_relu"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
-    c.emit(n, "LeakyRelu", {c.input(a, "self")},
-           {Attr("alpha", static_cast<float>(scalar_arg(a, "negative_slope")))});
-  };
-  t["add"] = with(add_sub, "Add");
-  t["sub"] = with(add_sub, "Sub");
-  t["mul"] = with(binary, "Mul");
-  t["div"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
-    QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
-    binary(c, n, a, "Div");
-  };
-  t["add.Scalar"] = with(binary_scalar, "Add");
-  t["sub.Scalar"] = with(binary_scalar, "Sub");
-  t["mul.Scalar"] = with(binary_scalar, "Mul");
-  t["div.Scalar"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
-    QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
-    binary_scalar(c, n, a, "Div");
-  };
-  t["max_pool2d"] = max_pool2d;
-  t["avg_pool2d"] = avg_pool2d;
-  t["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
-  t["mean"] = mean;
-  t["view"] = with(reshape, "size");
-  t["reshape"] = with(reshape, "shape");
-  t["flatten"] = flatten;
-  t["t"] = transpose_2d;
-  t["addmm"] = addmm;
-  t["matmul"] = with(binary, "MatMul");
-  t["mm"] = [](ExportContext& c, const Node& n, const NodeArgs& a) {
-    c.emit(n, "MatMul", {c.input(a, "self"), c.input(a, "mat2")});
-  };
-  t["cat"] = cat;
-  t["native_dropout"] = native_dropout;
-  t["contiguous"] = [](ExportContext& c, const Node& n, const NodeArgs& a) { c.alias(n, a["self"]); };
-  t["batch_norm"] = batch_norm;
-  t["conv2d"] = conv2d;
-  // A symbolic size has no tensor value; reshape reads it from the graph (see reshape).
-  t["sym_size"] = [](ExportContext&, const Node&, const NodeArgs&) {};
-}
-
-void add_float_refusals(std::map<std::string, std::string>& t) {
-  auto refuse = [&t](std::initializer_list<const char*> ops, const std::string& reason) {
-    for (const char* op : ops) t[op] = reason;
-  };
-  refuse({"adaptive_avg_pool2d_backward", "avg_pool2d_backward", "batch_norm_relu_backward", "conv2d_backward",
-          "cross_entropy_backward", "hardswish_backward", "hardtanh_backward", "l1_loss_backward",
-          "leaky_relu_backward", "log_softmax_backward", "max_pool2d_with_indices_backward", "mse_loss_backward",
-          "native_batch_norm_backward", "native_dropout_backward", "nll_loss_backward", "silu_backward",
-          "softmax_backward", "threshold_backward", "value_selecting_reduction_backward"},
-         "a backward op; ONNX export writes the eval-mode forward computation");
-  refuse({"add_", "add_.Scalar", "sub_", "sub_.Scalar", "mul_", "mul_.Scalar", "div_", "div_.Scalar", "clamp_", "relu_",
-          "copy_", "fill_", "zero_"},
-         "an in-place op; ONNX values cannot be overwritten (use the out-of-place op in the model's forward)");
-  refuse({"rand", "randn", "randint", "randperm", "rand_like", "randn_like"},
-         "a random draw; the exported graph must compute the same values every run");
-  refuse({"arange", "empty", "full", "linspace"},
-         "a tensor factory; a model's constants reach the exported graph as buffers (initializers)");
-  refuse({"sym_add", "sym_sub", "sym_mul", "sym_div", "sym_mod"},
-         "arithmetic on symbolic sizes; ONNX export supports symbolic sizes only as view/reshape dimensions");
-  refuse({"nll_loss", "cross_entropy", "mse_loss", "l1_loss"}, "a training loss; export the model without its loss");
-  refuse({"native_batch_norm", "max_pool2d_with_indices"},
-         "returns training-time extras (batch statistics, argmax indices) the exported graph has no use for; "
-         "the eval-mode model calls batch_norm / max_pool2d");
-  refuse({"add_relu", "conv2d_relu", "batch_norm_relu"},
-         "a fused kernel that qflow's inference passes create; export the model before fusing, where add/conv2d/"
-         "batch_norm and relu are separate ops");
-  refuse({"detach", "item"}, "no computation for ONNX to express (autograd bookkeeping or a host scalar)");
-  refuse({"to_device"}, "moves a tensor between devices; an exported graph runs wherever its runtime places it");
-  refuse({"sgd_update_"}, "an optimizer update; ONNX export writes the model's forward computation");
-  refuse({"random_crop_flip_normalize"},
-         "training-time data augmentation (random crops and flips); export the model, which takes the normalised "
-         "images");
-  // The rest: no converter has been written because no exported model has needed one. Each
-  // one added must match the op exactly, checked against ONNX Runtime (export_ops_test).
-  refuse({"abs", "exp", "log", "sqrt", "rsqrt", "sign", "round", "floor", "pow", "pow.Scalar", "minimum", "maximum",
-          "rsub", "rdiv", "eq", "ne", "lt", "le", "gt", "ge", "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar",
-          "gt.Scalar", "ge.Scalar", "where", "softmax", "log_softmax", "sum", "var", "std", "logsumexp", "amax", "amin",
-          "max.all", "min.all", "max.dim", "min.dim", "argmax", "argmin", "sum_to", "mul_sum_to", "permute",
-          "transpose", "squeeze", "squeeze.dim", "unsqueeze", "narrow", "slice", "select", "expand", "stack",
-          "index_select", "index_add", "to", "clone", "bmm"},
-         "no ONNX converter has been written for it yet (no exported model has needed one)");
-}
-
 }  // namespace qflow::onnx::detail
+
+#include "onnx/src/float_ops.onnx.inc"

@@ -168,20 +168,11 @@ void fake_quantize(ExportContext& c, const fx::Node& n, const NodeArgs& a) {
 
 }  // namespace
 
-void add_quant_function_converters(std::map<std::string, FunctionConverter>& t) { t["fake_quantize"] = fake_quantize; }
-
-void add_quant_refusals(std::map<std::string, std::string>& t) {
-  t["fake_quantize_backward"] = "a backward op; ONNX export writes the eval-mode forward computation";
-  t["choose_qparams"] = "an observer's statistics; ONNX export writes the frozen scales and zero points as constants";
-  t["observe_moving_average_"] = "an observer's training-time update; ONNX export writes the eval-mode computation";
-  const std::string deployed = "an integer kernel of deployed layers; the exporter writes deployed layers (DConv2d, "
-                               "DLinear) as QuantizeLinear/DequantizeLinear around float Conv/Gemm (Note [Q/DQ export])";
-  for (const char* op : {"quantize", "quantized_conv2d", "quantized_conv2d_add_"}) t[op] = deployed;
-}
-
 void add_quant_module_converters(std::unordered_map<std::type_index, ModuleConverter>& t) {
   t[typeid(quant::DConv2d)] = dconv2d;
   t[typeid(quant::DLinear)] = dlinear;
 }
 
 }  // namespace qflow::onnx::detail
+
+#include "onnx/src/quant_ops.onnx.inc"

@@ -91,6 +91,8 @@ TEST(NnOpsGradTest, Activations) {
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return hardtanh(in[0], -3.0, 2.5); }, {x}));
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return leaky_relu(in[0], 0.2); }, {x}));
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return silu(in[0]); }, {x}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return hardsigmoid(in[0]); }, {x}));
+  EXPECT_EQ(hardsigmoid(x).grad_fn_name(), "HardsigmoidBackward");
   EXPECT_EQ(relu6(x).grad_fn_name(), "HardtanhBackward");
   EXPECT_EQ(silu(x).grad_fn_name(), "SiluBackward");
 }

@@ -53,6 +53,29 @@ TEST(ActivationTest, SiluAndItsBackwardMatchPyTorch) {
   EXPECT_THAT(error_of([] { silu(ones({2}, DType::Int64)); }), HasSubstr("silu: expected a floating point tensor, got int64"));
 }
 
+// Issue 35's closing example of a new op: hardsigmoid, one table in core/ops/activation.toml (its
+// derivative, CUDA kernel and ONNX converter declared there too) plus its kernels. Goldens:
+// torch.nn.functional.hardsigmoid (PyTorch 1.13) on the same float32 inputs (the same arithmetic,
+// so equal), and its autograd gradient in float64 on both sides of the kinks at -3 and 3.
+TEST(ActivationTest, HardsigmoidAndItsBackwardMatchPyTorch) {
+  Tensor x = sin_seq({12}, 0.3, 5.0);
+  expect_close(hardsigmoid(x), {0.746266842, 1, 1, 1, 1, 1, 0.985275567, 0.707455635, 0.401557595, 0.108983316, 0, 0});
+  Tensor xd = from_vector<double>({-4, -3, -2.5, -1, 0, 1, 2.5, 3, 4});
+  expect_close(hardsigmoid(xd), {0, 0, 1.0 / 12, 1.0 / 3, 0.5, 2.0 / 3, 11.0 / 12, 1, 1}, 1e-15, 1e-15);
+  // The gradient passes only strictly inside (-3, 3). PyTorch multiplies by float32's 1/6
+  // (0.16666667163...) even in float64; qflow divides by 6, exact to float64.
+  expect_close(hardsigmoid_backward(ones({9}, DType::Float64), xd), {0, 0, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 0, 0},
+               1e-15, 1e-15);
+  expect_close(hardsigmoid_backward(full({9}, 3.0, DType::Float64), xd), {0, 0, 0.5, 0.5, 0.5, 0.5, 0.5, 0, 0}, 1e-15,
+               1e-15);
+  // hardswish is x times it.
+  expect_close(hardswish(x), to_vector<double>(mul(x, hardsigmoid(x)).to(DType::Float64)), 1e-6, 1e-6);
+  EXPECT_THAT(error_of([] { hardsigmoid(ones({2}, DType::Int64)); }),
+              HasSubstr("hardsigmoid: expected a floating point tensor, got int64"));
+  EXPECT_THAT(error_of([] { hardsigmoid_backward(ones({3}), ones({2})); }),
+              HasSubstr("hardsigmoid_backward: grad_output has shape [3], expected self's shape [2]"));
+}
+
 TEST(ActivationTest, Relu6ClampsAtZeroAndSixOnStridedInput) {
   Tensor x = from_vector<double>({-1, 0, 3, 6, 7, 2.5}, {2, 3}).t();  // a transposed view
   EXPECT_EQ(to_vector<double>(relu6(x)), (std::vector<double>{0, 6, 0, 6, 3, 2.5}));

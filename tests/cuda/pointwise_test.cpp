@@ -216,6 +216,7 @@ TEST(CudaPointwiseTest, UnaryOpsMatchCpu) {
       {"hardtanh", [](const Tensor& t) { return hardtanh(t, -0.7, 0.3); }, kExact},
       {"relu6", [](const Tensor& t) { return relu6(mul(t, 5.0)); }, kExact},
       {"hardswish", [](const Tensor& t) { return hardswish(mul(t, 4.0)); }, kUlps},
+      {"hardsigmoid", [](const Tensor& t) { return hardsigmoid(mul(t, 4.0)); }, kUlps},
       {"silu", [](const Tensor& t) { return silu(mul(t, 10.0)); }, kUlps},
       {"leaky_relu", [](const Tensor& t) { return leaky_relu(t, 0.2); }, kExact},
   };
@@ -267,6 +268,7 @@ TEST(CudaPointwiseTest, ActivationGradientsMatchCpu) {
   expect_match(hardtanh_backward(gg, xg, -1.0, 1.0), hardtanh_backward(g, x, -1.0, 1.0), kExact, "hardtanh_backward");
   expect_match(hardtanh_backward(gg, xg, 0.0, 6.0), hardtanh_backward(g, x, 0.0, 6.0), kExact, "relu6 backward");
   expect_match(hardswish_backward(gg, xg), hardswish_backward(g, x), kUlps, "hardswish_backward");
+  expect_match(hardsigmoid_backward(gg, xg), hardsigmoid_backward(g, x), kUlps, "hardsigmoid_backward");
   expect_match(silu_backward(gg, mul(xg, 10.0)), silu_backward(g, mul(x, 10.0)), kUlps, "silu_backward");
   expect_match(leaky_relu_backward(gg, xg, 0.1), leaky_relu_backward(g, x, 0.1), kExact, "leaky_relu_backward");
   // Channels-last activations with a row-major gradient (the classifier's), and the reverse.

@@ -299,3 +299,17 @@ TEST(TraceErrorTest, MisuseIsExplained) {
   EXPECT_THAT(error_of([&] { fx::symbolic_trace(nested, randn({2})); }),
               HasSubstr("cannot start a trace inside the forward of a module being traced"));
 }
+
+// MobileNetV3's activations are leaves, like ReLU: a traced model keeps them as modules.
+TEST(TraceTest, HardswishAndHardsigmoidModulesAreLeaves) {
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Hardswish>(), std::make_shared<nn::Hardsigmoid>());
+  const Tensor x = randn({2, 5});
+  auto gm = fx::symbolic_trace(seq, x);
+  EXPECT_EQ(gm->graph().to_string(),
+            "graph():\n"
+            "    %x : [#users=1] = placeholder[target=x]\n"
+            "    %_0 : [#users=1] = call_module[target=0](args = (%x,), kwargs = {})\n"
+            "    %_1 : [#users=1] = call_module[target=1](args = (%_0,), kwargs = {})\n"
+            "    return _1\n");
+  EXPECT_EQ(to_vector<float>((*gm)(x)), to_vector<float>(hardsigmoid(hardswish(x))));
+}

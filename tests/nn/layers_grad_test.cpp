@@ -100,6 +100,8 @@ TEST(LayerGradTest, ActivationsFlattenIdentity) {
   expect_gradients_match(relu6, x * 2.0);
   nn::Hardswish hardswish;
   expect_gradients_match(hardswish, x);
+  nn::Hardsigmoid hardsigmoid;
+  expect_gradients_match(hardsigmoid, x);
   nn::Sigmoid sigmoid;
   expect_gradients_match(sigmoid, x);
   nn::SiLU silu;

@@ -208,6 +208,8 @@ TEST(ActivationTest, MatchPyTorch) {
   expect_close(nn::ReLU()(x), g::relu);
   expect_close(nn::ReLU6()(x), g::relu6);
   expect_close(nn::Hardswish()(x), g::hardswish);
+  // hardswish(x) = x * hardsigmoid(x), so the golden of one checks the other.
+  expect_close(nn::Hardsigmoid()(x) * x, g::hardswish);
   expect_close(nn::Sigmoid()(x), g::sigmoid);
   expect_close(nn::Tanh()(x), g::tanh);
   EXPECT_TRUE(nn::Identity()(x).is_same(x));

@@ -1,6 +1,6 @@
 // The converters the zoo does not reach, on one small net: "same" convolution with an even
 // kernel (asymmetric pads), grouped/dilated/strided conv, HardSwish at opset 13 (HardSigmoid·Mul)
-// and 14 (HardSwish), Clip, Sigmoid, Tanh, LeakyRelu, Add/Sub with alpha, scalar Mul/Div,
+// and 14 (HardSwish), HardSigmoid, Clip, Sigmoid, Tanh, LeakyRelu, Add/Sub with alpha, scalar Mul/Div,
 // padded/dilated MaxPool, AveragePool without padding in the count, Concat, Flatten, Reshape
 // keeping a symbolic batch, Linear on a 3-d input (MatMul), BatchNorm1d, ReduceMean. Each
 // export is checked by onnx.checker and compared with ONNX Runtime.
@@ -22,7 +22,7 @@ struct OpsNet : nn::Cloneable<OpsNet> {
   Tensor forward(const Tensor& x) override {
     const Tensor b = (*grouped)((*same)(x));                                    // (N, 8, 4, 4)
     Tensor c = F::hardswish(b) + F::relu6(b) * 0.5;
-    c = c.sub(F::sigmoid(b), 2.0) + F::silu(b) * 0.25;
+    c = c.sub(F::sigmoid(b), 2.0) + F::silu(b) * 0.25 + F::hardsigmoid(b) * 0.75;
     c = leaky_relu(c, 0.2) * F::tanh(b) / 3.0 + hardtanh(b, -0.5, 0.25);
     c = clamp(c, -1.5, 2.0);
     const Tensor d = F::max_pool2d(c, {3}, {1}, {1}, {1});                      // (N, 8, 4, 4)
@@ -52,10 +52,11 @@ TEST_P(OpsExportTest, EveryConverterMatchesOnnxRuntime) {
   EXPECT_EQ(m["ir_version"], opset == 13 ? 7 : 8);
   const auto ops = op_counts(m);
   if (opset == 13) {
-    EXPECT_EQ(ops.at("HardSigmoid"), 1);
+    EXPECT_EQ(ops.at("HardSigmoid"), 2);  // hardsigmoid, and hardswish's gate (x * HardSigmoid(x))
     EXPECT_EQ(ops.count("HardSwish"), 0u);
   } else {
     EXPECT_EQ(ops.at("HardSwish"), 1);
+    EXPECT_EQ(ops.at("HardSigmoid"), 1);
   }
   EXPECT_EQ(ops.at("Conv"), 2);
   EXPECT_EQ(ops.at("Clip"), 3);  // relu6, hardtanh, clamp

@@ -20,15 +20,25 @@ template <int K> Stack scaled_kernel(OpArgs& a);
 """
 
 GOOD = """kernels = "kernels/scaled.cpp"
+derivatives = "derivatives/scaled.cpp"
+cuda_kernels = "kernels/scaled_cuda.cpp"
+onnx_converters = "src/scaled_onnx.cpp"
 
 [scaled]
 schema = "scaled(Tensor self, float factor=0.5, int[2] window=1, Scalar? fill=None) -> Tensor"
 doc = "self times factor."
 kernel = "scaled_kernel<2>"
+derivative = { node = "ScaledBackward", save = ["self"] }
+cuda = "scaled_cuda<2>"
+onnx = "unary"
+onnx_arg = "Mul"
 
 [scaled_pair]
 schema = "scaled_pair(Tensor self) -> (Tensor, Tensor)"
 doc = "Two copies."
+derivative = { node = "PairBackward", rule = "pair_backward", save = "all", save_outputs = true }
+device_generic = true
+onnx = "scaled_pair"
 """
 
 
@@ -80,6 +90,8 @@ schema = "moved(Tensor self, ScalarType dtype=uint8) -> Tensor"
 doc = "self converted."
 mixes_devices = true
 no_cuda = "the CPU's \\"int8\\" plans only"
+non_differentiable = "integer outputs"
+no_onnx = "kNoConverterYet"
 """
         r, out = self.run_gen(toml)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -95,6 +107,8 @@ no_cuda = "the CPU's \\"int8\\" plans only"
 schema = "scaled_(Tensor(a!) self, float factor=0.5) -> Tensor(a!)"
 doc = "self times factor, in place."
 method = true
+cuda = "scaled_cuda<3>"
+no_onnx = "kInPlaceOp"
 """
         r, out = self.run_gen(toml, methods=True)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -143,6 +157,98 @@ method = true
     def test_an_unknown_family_setting_is_an_error(self):
         self.assertIn("unknown family settings ['kernel']",
                       self.error_of('kernel = "x"\n' + GOOD))
+
+    def test_every_op_says_what_autograd_cuda_and_onnx_do_with_it(self):
+        # Each part, left out, is an error naming the op and the declarations that would do.
+        no_derivative = GOOD.replace('derivative = { node = "ScaledBackward", save = ["self"] }\n', "")
+        self.assertIn("[scaled] says nothing of its derivative", self.error_of(no_derivative))
+        self.assertIn("[scaled] says nothing of CUDA", self.error_of(GOOD.replace('cuda = "scaled_cuda<2>"\n', "")))
+        self.assertIn("[scaled_pair] must declare exactly one of `onnx",
+                      self.error_of(GOOD.replace('onnx = "scaled_pair"\n', "")))
+        self.assertIn("must declare exactly one of `onnx",
+                      self.error_of(GOOD.replace('onnx = "scaled_pair"', 'onnx = "scaled_pair"\nno_onnx = "why"')))
+        self.assertIn("declares both derivative and non_differentiable",
+                      self.error_of(GOOD.replace('save = ["self"] }', 'save = ["self"] }\nnon_differentiable = "x"')))
+        self.assertIn("saves 'other', which the schema does not have",
+                      self.error_of(GOOD.replace('save = ["self"]', 'save = ["other"]')))
+        self.assertIn("`derivative` has unknown fields ['saves']",
+                      self.error_of(GOOD.replace('save = ["self"]', 'saves = ["self"]')))
+        # A factory (no tensor argument) is never recorded by autograd nor dispatched to CUDA; an
+        # in-place op is differentiated through its out-of-place twin.
+        factory = GOOD + """
+[made]
+schema = "made(int n) -> Tensor"
+doc = "n zeros."
+no_onnx = "kTensorFactory"
+
+[scaled_]
+schema = "scaled_(Tensor(a!) self) -> Tensor(a!)"
+doc = "self times 0.5, in place."
+cuda = "scaled_cuda<3>"
+no_onnx = "kInPlaceOp"
+"""
+        r, _ = self.run_gen(factory)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def run_part(self, part, toml, layer_files, include=True):
+        """gen-ops --part PART over `toml` (written by run_gen), with the registering layer's
+        files `layer_files` (path -> text; each includes its .inc unless include is False)."""
+        r, out = self.run_gen(toml)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        layer_dir = os.path.join(self.tmp.name, "layer")
+        for rel, text in layer_files.items():
+            os.makedirs(os.path.dirname(os.path.join(layer_dir, rel)), exist_ok=True)
+            stem = os.path.splitext(rel)[0]
+            with open(os.path.join(layer_dir, rel), "w") as f:
+                f.write(text + (f'#include "up/{stem}.{part}.inc"\n' if include else ""))
+        return subprocess.run([sys.executable, GEN_OPS, "--part", part, "--layer", "up", "--src", layer_dir,
+                               "--out", out, os.path.join(self.tmp.name, "src", "ops", "fam.toml")],
+                              capture_output=True, text=True), out
+
+    def test_the_parts_are_registered_where_the_family_says(self):
+        toml = GOOD + """
+[scaled_backward]
+schema = "scaled_backward(Tensor grad_output, Tensor self) -> Tensor"
+doc = "grad_output times the factor."
+no_derivative = "kNoDoubleBackward"
+cuda = "scaled_backward_cuda"
+no_onnx = "a backward op; \\"eval\\" only"
+"""
+        r, out = self.run_part("derivatives", toml, {"derivatives/scaled.cpp": "// rules\n"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        inc = self.read(out, "up", "derivatives", "scaled.derivatives.inc")
+        self.assertIn("QFLOW_REGISTER_DERIVATIVES(generated_scaled) {", inc)
+        # The rule is NAME_rule unless named; saves, outputs and reasons as declared.
+        self.assertIn('registry.def("scaled", {.node_name = "ScaledBackward", .save_inputs = save_inputs({"self"}), '
+                      ".backward = scaled_rule});", inc)
+        self.assertIn('registry.def("scaled_pair", {.node_name = "PairBackward", .save_inputs = kSaveAll, '
+                      ".save_outputs = true, .backward = pair_backward});", inc)
+        self.assertIn('registry.no_derivative({"scaled_backward"}, kNoDoubleBackward);', inc)
+
+        r, out = self.run_part("cuda", toml, {"kernels/scaled_cuda.cpp": "// kernels\n"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        inc = self.read(out, "up", "kernels", "scaled_cuda.cuda.inc")
+        self.assertIn('registry.impl("scaled", ::qflow::DeviceType::CUDA, scaled_cuda<2>);', inc)
+        self.assertNotIn('"scaled_pair"', inc)  # device-generic: its CPU kernel runs everywhere
+
+        r, out = self.run_part("onnx", toml, {"src/scaled_onnx.cpp": "// converters\n"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        inc = self.read(out, "up", "src", "scaled_onnx.onnx.inc")
+        self.assertIn("void add_scaled_onnx_declared(", inc)
+        self.assertIn('converters["scaled"] = [](ExportContext& c, const fx::Node& node, const NodeArgs& a) '
+                      '{ unary(c, node, a, "Mul"); };', inc)
+        self.assertIn('converters["scaled_pair"] = scaled_pair;', inc)
+        self.assertIn('refusals["scaled_backward"] = "a backward op; \\"eval\\" only";', inc)
+
+    def test_a_part_without_its_file_or_include_is_an_error(self):
+        r, _ = self.run_part("derivatives", GOOD, {"derivatives/scaled.cpp": "// rules\n"}, include=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("up/derivatives/scaled.cpp registers no derivatives of", r.stderr)
+        self.assertIn('#include "up/derivatives/scaled.derivatives.inc"', r.stderr)
+        r, _ = self.run_part("derivatives", GOOD, {})
+        self.assertIn("the derivatives file up/derivatives/scaled.cpp does not exist", r.stderr)
+        r, _ = self.run_part("cuda", GOOD.replace('cuda_kernels = "kernels/scaled_cuda.cpp"\n', ""), {})
+        self.assertIn("declares cuda but names no file for them: add `cuda_kernels", r.stderr)
 
     def test_an_unchanged_declaration_leaves_the_files_alone(self):
         r, out = self.run_gen(GOOD)

@@ -1,4 +1,4 @@
-// Activations: hardtanh, relu6, hardswish, leaky_relu, silu and their backward ops.
+// Activations: hardtanh, relu6, hardswish, hardsigmoid, leaky_relu, silu and their backward ops.
 // Element-wise over any layout (loops.h); float32 and float64. Declared in core/ops/activation.toml
 // (Note [One declaration per op]): these are their kernels and shape rules, found by name.
 #include <cmath>
@@ -60,6 +60,7 @@ template <typename T> T stable_sigmoid(T v) {
 std::vector<TensorMeta> hardtanh_meta(const OpArgs& a) { return floating_self_meta(a, "hardtanh"); }
 std::vector<TensorMeta> relu6_meta(const OpArgs& a) { return floating_self_meta(a, "relu6"); }
 std::vector<TensorMeta> hardswish_meta(const OpArgs& a) { return floating_self_meta(a, "hardswish"); }
+std::vector<TensorMeta> hardsigmoid_meta(const OpArgs& a) { return floating_self_meta(a, "hardsigmoid"); }
 std::vector<TensorMeta> leaky_relu_meta(const OpArgs& a) { return floating_self_meta(a, "leaky_relu"); }
 std::vector<TensorMeta> silu_meta(const OpArgs& a) { return floating_self_meta(a, "silu"); }
 std::vector<TensorMeta> activation_grad_meta(const OpArgs& a) { return one(a.tensor("self").sizes(), a.tensor("self").dtype()); }
@@ -87,6 +88,14 @@ Stack hardswish_kernel(OpArgs& a) {
   return unary_kernel(a, "hardswish", [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return v * clip(v + T(3), T(0), T(6)) / T(6); };
+  });
+}
+
+// relu6(x + 3) / 6, as PyTorch computes it (so the float32 results match bit for bit).
+Stack hardsigmoid_kernel(OpArgs& a) {
+  return unary_kernel(a, "hardsigmoid", [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return clip(v + T(3), T(0), T(6)) / T(6); };
   });
 }
 
@@ -120,6 +129,14 @@ Stack hardswish_backward_kernel(OpArgs& a) {
   return backward_kernel(a, "hardswish_backward", [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T g, T v) { return v < T(-3) ? T(0) : (v <= T(3) ? g * (v / T(3) + T(0.5)) : g); };
+  });
+}
+
+// d hardsigmoid / dx: 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's branches).
+Stack hardsigmoid_backward_kernel(OpArgs& a) {
+  return backward_kernel(a, "hardsigmoid_backward", [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T g, T v) { return (v > T(-3) && v < T(3)) ? g / T(6) : T(0); };
   });
 }
 

@@ -7,6 +7,7 @@ namespace qflow::nn {
 Tensor ReLU::forward(const Tensor& x) { return functional::relu(x); }
 Tensor ReLU6::forward(const Tensor& x) { return functional::relu6(x); }
 Tensor Hardswish::forward(const Tensor& x) { return functional::hardswish(x); }
+Tensor Hardsigmoid::forward(const Tensor& x) { return functional::hardsigmoid(x); }
 Tensor SiLU::forward(const Tensor& x) { return functional::silu(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return functional::sigmoid(x); }
 Tensor Tanh::forward(const Tensor& x) { return functional::tanh(x); }

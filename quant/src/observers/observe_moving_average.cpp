@@ -51,11 +51,7 @@ void observe_moving_average_(const Tensor& x, const Tensor& min_val, const Tenso
 
 }  // namespace qflow::quant
 
-QFLOW_REGISTER_DERIVATIVES(observe_moving_average) {
-  registry.no_derivative({"observe_moving_average_"},
-                         "an observer's statistics update writes its buffers in place; observers run it under "
-                         "NoGradGuard");
-}
-
 // The registration of quant/ops/observe_moving_average.toml (Note [One declaration per op]).
 #include "quant/ops/observe_moving_average.inc"
+
+#include "quant/src/observers/observe_moving_average.derivatives.inc"

@@ -65,9 +65,7 @@ std::pair<Tensor, Tensor> choose_qparams(const Tensor& min, const Tensor& max, c
 
 }  // namespace qflow::quant
 
-QFLOW_REGISTER_DERIVATIVES(choose_qparams) {
-  registry.non_differentiable({"choose_qparams"}, "quantization parameters are statistics of a range, not trained");
-}
-
 // The registration of quant/ops/choose_qparams.toml (Note [One declaration per op]).
 #include "quant/ops/choose_qparams.inc"
+
+#include "quant/src/ops/choose_qparams.derivatives.inc"

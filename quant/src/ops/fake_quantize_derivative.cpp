@@ -19,10 +19,4 @@ TensorList fake_quantize_rule(const autograd::BackwardContext& ctx, const Tensor
 }  // namespace
 }  // namespace qflow::quant
 
-QFLOW_REGISTER_DERIVATIVES(fake_quantize) {
-  using namespace qflow::autograd;
-  registry.def("fake_quantize", {.node_name = "FakeQuantizeBackward", .save_inputs = kSaveAll,
-                                 .backward = qflow::quant::fake_quantize_rule});
-  registry.no_derivative({"fake_quantize_backward"}, kNoDoubleBackward);
-  registry.non_differentiable({"quantize"}, "integer output (the quantized values)");
-}
+#include "quant/src/ops/fake_quantize_derivative.derivatives.inc"

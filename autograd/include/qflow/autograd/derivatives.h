@@ -1,14 +1,19 @@
 #pragma once
-// Derivative rules, one per differentiable op, registered beside each other by family in
-// autograd/derivatives/<family>.cpp (mirroring core/kernels/<family>.cpp):
+// Derivative rules, one per differentiable op, written beside each other by family in
+// autograd/derivatives/<family>.cpp (mirroring core/ops/<family>.toml). The op's declaration
+// says what autograd does with it (Note [One declaration per op]):
 //
-//   QFLOW_REGISTER_DERIVATIVES(arithmetic) {
-//     registry.def("mul", {.node_name = "MulBackward", .save_inputs = kSaveAll,
-//                          .backward = [](const BackwardContext& ctx, const TensorList& g) {
-//                            return ctx.gradients({{"self", g[0] * ctx.input("other")},
-//                                                  {"other", g[0] * ctx.input("self")}});
-//                          }});
-//     registry.non_differentiable({"eq", "ne"}, "boolean outputs");
+//   [mul]                                    # core/ops/arithmetic.toml
+//   derivative = { node = "MulBackward", rule = "mul_backward", save = "all" }
+//   [eq]
+//   non_differentiable = "boolean outputs"
+//
+// and the family's file defines the rule and ends with the registrations gen-ops writes
+// (`#include "autograd/derivatives/arithmetic.derivatives.inc"`, which makes the
+// registry.def / non_differentiable / no_derivative calls of DerivativeRegistry below):
+//
+//   TensorList mul_backward(const BackwardContext& ctx, const TensorList& g) {
+//     return ctx.gradients({{"self", g[0] * ctx.input("other")}, {"other", g[0] * ctx.input("self")}});
 //   }
 //
 // Note [Derivatives read arguments by name]
@@ -32,7 +37,8 @@
 // input's shape, so element-wise rules may return broadcast-shaped gradients. Backward
 // formulas run with grad mode off.
 //
-// Every registered op has a rule or a declaration (the op-coverage test checks it):
+// Every registered op has a rule or a declaration (gen-ops at build time, and the op-coverage
+// test at run time, check it):
 // non_differentiable() for ops whose outputs never carry a gradient (integer and boolean
 // results, random draws) — they run under autograd and their outputs have no history — and
 // no_derivative() for ops that have none in qflow (the backward ops: no double backward;

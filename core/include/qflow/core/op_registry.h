@@ -2,24 +2,20 @@
 // The op registry: one entry per public op (name, schema, shape rule, CPU kernel).
 //
 // Note [Op registration]
-// Each kernel family registers its ops from a static initialiser in its own file:
+// Each kernel family registers its ops from a static initialiser in its own file, written by
+// tools/gen-ops from the ops' declarations (Note [One declaration per op]) and included at the
+// file's end:
 //
-//   QFLOW_REGISTER_OPS(elementwise_binary) {
-//     registry.def("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-//                  add_shape, add_kernel);
+//   QFLOW_REGISTER_OPS(generated_core_arithmetic) {
+//     registry.def("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", add_meta, add_kernel);
 //   }
 //
 // where `Stack add_kernel(OpArgs& a)` reads `a.tensor("self")`, `a.scalar("alpha")` by the
-// schema's names (Note [Arguments by name]), and the typed wrapper names them too:
-//
-//   Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-//     QFLOW_OP_HANDLE("add");
-//     return call_tensor(op, {{"self", a}, {"other", b}, {"alpha", alpha}});
-//   }
+// schema's names (Note [Arguments by name]), and the generated typed function names them too.
 //
 // Static libraries would drop such object files, so every target links qflow's layers as
 // whole archives (qflow_link_layers in cmake/QflowCompileOptions.cmake). The registry is
-// open: autograd registers derivatives, quant registers fake_quantize the same way.
+// open: the CUDA backend adds kernels (registry.impl), quant and fx declare ops of their own.
 // Every user call, typed (`qflow::add(a, b)`) or by name (`call_op("add", {a, b})`),
 // takes the same road: Dispatcher::call → dispatch layers → kernel.
 #include <array>

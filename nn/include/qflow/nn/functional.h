@@ -17,6 +17,7 @@ using qflow::batch_norm;
 using qflow::cross_entropy;
 using qflow::dropout;
 using qflow::flatten;
+using qflow::hardsigmoid;
 using qflow::hardswish;
 using qflow::l1_loss;
 using qflow::log_softmax;

@@ -27,7 +27,7 @@
 //   options.metadata (the caller's).
 // - Serialisation by protobuf with classes generated from the official onnx.proto.
 // Each fx node becomes the ONNX operators listed in the converters (see onnx/src/): Conv,
-// Gemm/MatMul, Relu, Clip, HardSwish (HardSigmoid·Mul at opset 13), SiLU (Sigmoid·Mul), Sigmoid, Tanh,
+// Gemm/MatMul, Relu, Clip, HardSwish (HardSigmoid·Mul at opset 13), HardSigmoid, SiLU (Sigmoid·Mul), Sigmoid, Tanh,
 // LeakyRelu, Add/Sub/Mul, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten,
 // Reshape, Transpose, BatchNormalization, Concat; deployed quantized layers (quant::DConv2d,
 // quant::DLinear) and fake_quantize nodes become QuantizeLinear/DequantizeLinear pairs with
@@ -107,12 +107,14 @@ ExportSummary export_to_bytes(const fx::GraphModule& gm, const TensorList& examp
 std::string qflow_version();
 
 // Note [ONNX coverage]
-// Every registered op either has a converter or is refused by a declaration with its reason
-// (onnx/src/float_ops.cpp, quant_ops.cpp: add_*_refusals), and the exporter's error for such
-// a node quotes that reason. tests/onnx/op_coverage_test.cpp checks that each registered op is
-// in exactly one of the two, that neither names an op that does not exist, and likewise that
-// each op has a derivative or a declaration in autograd (Note [Derivatives read arguments by
-// name]). An op added without either fails that test by name.
+// Every registered op either has a converter or is refused with its reason, both declared with
+// the op (`onnx = "converter"` or `no_onnx = "why"` in its table, Note [One declaration per op]:
+// an op that says neither fails the build), and the exporter's error for a refused node quotes
+// that reason. The converters are functions of onnx/src/float_ops.cpp and quant_ops.cpp, which
+// end with the generated tables. tests/onnx/op_coverage_test.cpp checks again at run time that
+// each registered op is in exactly one of the two, that neither names an op that does not
+// exist, and likewise that each op has a derivative or a declaration in autograd (Note
+// [Derivatives read arguments by name]).
 
 /// The registered ops the exporter converts (call_function targets), sorted.
 std::vector<std::string> converted_ops();

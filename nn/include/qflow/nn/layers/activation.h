@@ -16,6 +16,11 @@ class Hardswish : public Cloneable<Hardswish> {
  public:
   Tensor forward(const Tensor& x) override;
 };
+/// relu6(x + 3) / 6 (torch.nn.Hardsigmoid): the gate of MobileNetV3's squeeze-and-excitation blocks.
+class Hardsigmoid : public Cloneable<Hardsigmoid> {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
 /// x * sigmoid(x) (torch.nn.SiLU).
 class SiLU : public Cloneable<SiLU> {
  public:
