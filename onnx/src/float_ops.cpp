@@ -271,7 +271,7 @@ void div(ExportContext& c, const Node& n, const NodeArgs& a) {
   binary(c, n, a, "Div");
 }
 
-void div_Scalar(ExportContext& c, const Node& n, const NodeArgs& a) {
+void div_scalar(ExportContext& c, const Node& n, const NodeArgs& a) {
   QFLOW_ONNX_CHECK(is_floating(c.dtype(n)), n, "integer division rounds differently in ONNX");
   binary_scalar(c, n, a, "Div");
 }
