@@ -57,7 +57,12 @@ function(qflow_generate_ops layer)
     set(_methods --methods)
     list(APPEND _outputs ${QFLOW_GENERATED_DIR}/include/qflow/core/ops/tensor_methods.h)
   endif()
-  add_custom_command(OUTPUT ${_outputs}
+  # The stamp is the output: gen-ops rewrites a file only when its text changes (so nothing that
+  # includes it rebuilds), and an output older than its declarations would rerun the command at
+  # every build.
+  set(_stamp ${QFLOW_GENERATED_DIR}/${layer}/ops.stamp)
+  add_custom_command(OUTPUT ${_stamp}
+                     BYPRODUCTS ${_outputs}
                      COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/gen-ops --layer ${layer}
                              --src ${CMAKE_CURRENT_SOURCE_DIR} --out ${QFLOW_GENERATED_DIR} ${_methods} ${_decls}
                      DEPENDS ${_decls} ${PROJECT_SOURCE_DIR}/tools/gen-ops
@@ -65,7 +70,7 @@ function(qflow_generate_ops layer)
                      VERBATIM)
   # Not compiled themselves: listed so that they are made before the layer's sources, whose
   # kernel files include the .inc files (found through the private include directory).
-  target_sources(qflow_${layer}_objects PRIVATE ${_outputs})
+  target_sources(qflow_${layer}_objects PRIVATE ${_stamp} ${_outputs})
   target_include_directories(qflow_${layer}_objects PRIVATE ${QFLOW_GENERATED_DIR})
   target_include_directories(qflow_${layer}_objects PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
   target_include_directories(qflow_${layer} PUBLIC $<BUILD_INTERFACE:${QFLOW_GENERATED_DIR}/include>)
@@ -86,12 +91,13 @@ function(qflow_generate_op_part layer part)
     file(GLOB _found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${from}/ops/*.toml)
     list(APPEND _decls ${_found})
   endforeach()
+  string(JOIN ", " _from_text ${_arg_FROM})
   set(_stamp ${QFLOW_GENERATED_DIR}/${layer}/${part}.stamp)
   add_custom_command(OUTPUT ${_stamp}
                      COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/gen-ops --part ${part} --layer ${layer}
                              --src ${CMAKE_CURRENT_SOURCE_DIR} --out ${QFLOW_GENERATED_DIR} ${_decls}
                      DEPENDS ${_decls} ${PROJECT_SOURCE_DIR}/tools/gen-ops
-                     COMMENT "gen-ops: the ${part} ${layer} registers for ${_arg_FROM}'s ops"
+                     COMMENT "gen-ops: ${layer} registers ${part} parts for the ops of ${_from_text}"
                      VERBATIM)
   target_sources(qflow_${layer}_objects PRIVATE ${_stamp})
   target_include_directories(qflow_${layer}_objects PRIVATE ${QFLOW_GENERATED_DIR})
