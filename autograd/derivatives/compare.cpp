@@ -7,6 +7,9 @@
 namespace qflow::autograd {
 namespace {
 
+// Why the comparisons (core/ops/compare.toml) have no derivative.
+constexpr std::string_view kBooleanOutputs = "boolean outputs";
+
 // The condition is a bool mask: it gets no gradient.
 TensorList where_backward(const BackwardContext& ctx, const TensorList& g) {
   const Tensor& cond = ctx.input("condition");

@@ -3,7 +3,12 @@
 #include "qflow/autograd/derivatives.h"
 
 namespace qflow::autograd {
+namespace {
 
+// Why the draws (core/ops/random.toml) have no derivative.
+constexpr std::string_view kFreshDraw = "a fresh random draw does not depend on any input's values";
+
+}  // namespace
 }  // namespace qflow::autograd
 
 #include "autograd/derivatives/random.derivatives.inc"
